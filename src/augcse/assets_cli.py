@@ -1,0 +1,21 @@
+"""``augcse assets``: list every asset and where it resolves from (or why not)."""
+
+from __future__ import annotations
+
+import argparse
+
+from augcse.assets import asset_table
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("assets", help="list every model, pipeline and data file and where it resolves from")
+    parser.add_argument("--data-dir", default=None, help="data directory (default: $AUGCSE_DATA)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = asset_table(args.data_dir)
+    width = max(len(name) for _, name, _ in rows)
+    for kind, name, where in rows:
+        print(f"{kind:<8} {name:<{width}}  {where}")
+    return 0

@@ -1,0 +1,96 @@
+"""Encode each distinct sentence once per model, shared by every task of an evaluation run.
+
+Sentences are deduplicated, sorted by length (less padding) and encoded in batches; the
+embeddings are kept in memory and, with ``cache_dir``, on disk keyed by the model's fingerprint
+so a second ``augcse eval`` of the same model re-encodes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def model_fingerprint(model: torch.nn.Module) -> str:
+    """A hash of the model's weights (sampled) and module structure: changes whenever training changes it."""
+    digest = hashlib.sha1(repr(model).encode())
+    with torch.no_grad():
+        for name, param in sorted(model.state_dict().items()):
+            digest.update(name.encode())
+            flat = param.detach().reshape(-1)
+            step = max(1, flat.numel() // 64)
+            digest.update(flat[::step].float().cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+class EmbeddingCache:
+    """``encode(sentences) -> np.ndarray`` with every distinct sentence encoded once.
+
+    Args:
+        model: a ``SentenceTransformer`` (anything with ``.encode``).
+        batch_size: encoding batch size.
+        show_progress: show a progress bar while encoding.
+        cache_dir: optional folder for an on-disk ``.npz`` cache keyed by the model fingerprint.
+    """
+
+    def __init__(
+        self,
+        model,
+        batch_size: int = 64,
+        show_progress: bool = False,
+        cache_dir: str | Path | None = None,
+    ) -> None:
+        self.model = model
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self._store: dict[str, np.ndarray] = {}
+        self.encoded_count = 0  # sentences actually sent through the model
+        self._disk: Path | None = None
+        if cache_dir is not None:
+            self._disk = Path(cache_dir) / f"{model_fingerprint(model)}.npz"
+            if self._disk.is_file():
+                with np.load(self._disk, allow_pickle=False) as saved:
+                    self._store = dict(zip(saved["sentences"].tolist(), saved["embeddings"]))
+
+    def prefetch(self, sentences: Sequence[str], desc: str = "encoding") -> None:
+        """Encode every not-yet-seen sentence in one length-sorted pass."""
+        missing = sorted({s for s in sentences if s not in self._store}, key=len)
+        if not missing:
+            return
+        embeddings = self.model.encode(
+            missing,
+            batch_size=self.batch_size,
+            show_progress_bar=self.show_progress,
+            convert_to_numpy=True,
+        )
+        self.encoded_count += len(missing)
+        self._store.update(zip(missing, np.asarray(embeddings, dtype=np.float32)))
+        if self._disk is not None:
+            self.save()
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        """Embeddings for ``sentences`` in order (float32, not normalised)."""
+        self.prefetch(sentences)
+        if not sentences:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self._store[s] for s in sentences])
+
+    __call__ = encode
+
+    @property
+    def dimension(self) -> int:
+        if self._store:
+            return next(iter(self._store.values())).shape[0]
+        return int(self.model.get_sentence_embedding_dimension())
+
+    def save(self) -> None:
+        assert self._disk is not None
+        self._disk.parent.mkdir(parents=True, exist_ok=True)
+        keys = list(self._store)
+        tmp = self._disk.with_suffix(".tmp.npz")
+        np.savez(tmp, sentences=np.array(keys), embeddings=np.stack([self._store[k] for k in keys]))
+        tmp.replace(self._disk)

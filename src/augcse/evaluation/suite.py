@@ -1,0 +1,105 @@
+"""Run several registered tasks on one model with one shared encoding pass.
+
+:func:`run_tasks` is what ``augcse eval`` calls; :class:`SuiteEvaluator` wraps it as a
+sentence-transformers evaluator so the same tasks run during training (model selection, logging).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
+from tqdm.auto import tqdm
+
+from augcse.evaluation.encoding import EmbeddingCache
+from augcse.evaluation.tasks import TASKS, resolve_tasks
+
+
+def run_tasks(
+    model,
+    tasks: str | Sequence[str],
+    data_dir: str | Path | None = None,
+    fast: bool = False,
+    batch_size: int = 64,
+    progress: bool = True,
+    cache: EmbeddingCache | None = None,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
+    """Evaluate ``model`` on ``tasks`` (names or suites); returns ``{task: {metric: value}}``.
+
+    Each result also carries ``"seconds"``: the task's own time, not counting the shared encoding.
+    """
+    names = resolve_tasks(tasks)
+    root = Path(data_dir) if data_dir is not None else None
+    cache = cache or EmbeddingCache(model, batch_size=batch_size, show_progress=progress)
+    loaded = {name: TASKS[name].load(root) for name in names}
+    union = [s for name in names for s in TASKS[name].sentences(loaded[name])]
+    cache.prefetch(union, desc="encoding")
+    results: dict[str, dict[str, float]] = {}
+    bar = tqdm(names, desc="tasks", disable=not progress, leave=False)
+    for name in bar:
+        bar.set_postfix_str(name)
+        start = time.perf_counter()
+        scores = TASKS[name].evaluate(cache, loaded[name], fast=fast, seed=seed)
+        scores["seconds"] = time.perf_counter() - start
+        results[name] = scores
+    return results
+
+
+def main_scores(results: dict[str, dict[str, float]]) -> dict[str, float]:
+    """``{task: headline score}`` plus suite averages (``sts_avg``, ``transfer_avg``…)."""
+    out = {name: scores[TASKS[name].main_metric] for name, scores in results.items()}
+    by_suite: dict[str, list[float]] = {}
+    for name, value in out.items():
+        for suite in TASKS[name].suites:
+            by_suite.setdefault(suite, []).append(value)
+    for suite, values in by_suite.items():
+        out[f"{suite}_avg"] = sum(values) / len(values)
+    return out
+
+
+class SuiteEvaluator(BaseEvaluator):
+    """A sentence-transformers evaluator over registered tasks (e.g. ``"STSBenchmark-dev"`` during training).
+
+    Args:
+        tasks: task or suite names.
+        data_dir: the data directory (None: embedded defaults / downloads).
+        primary: metric used for model selection; default: the first task's main metric.
+        fast: the tasks' fast mode.
+        name: prefix of the logged metrics.
+    """
+
+    def __init__(
+        self,
+        tasks: str | Sequence[str],
+        data_dir: str | Path | None = None,
+        primary: str | None = None,
+        fast: bool = True,
+        batch_size: int = 64,
+        name: str = "",
+    ) -> None:
+        super().__init__()
+        self.task_names = resolve_tasks(tasks)
+        self.data_dir = data_dir
+        self.fast = fast
+        self.batch_size = batch_size
+        self.name = name
+        first = TASKS[self.task_names[0]]
+        self.primary_metric = primary or first.name
+        root = Path(data_dir) if data_dir is not None else None
+        self._data: dict[str, Any] = {n: TASKS[n].load(root) for n in self.task_names}
+
+    def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+        cache = EmbeddingCache(model, batch_size=self.batch_size)
+        cache.prefetch([s for n in self.task_names for s in TASKS[n].sentences(self._data[n])])
+        results = {n: TASKS[n].evaluate(cache, self._data[n], fast=self.fast) for n in self.task_names}
+        metrics = main_scores(results)
+        metrics = self.prefix_name_to_metrics(metrics, self.name)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"tasks": self.task_names, "fast": self.fast}

