@@ -85,7 +85,7 @@ class EmbeddingCache:
     def dimension(self) -> int:
         if self._store:
             return next(iter(self._store.values())).shape[0]
-        return int(self.model.get_sentence_embedding_dimension())
+        return int(self.model.get_embedding_dimension())
 
     def save(self) -> None:
         assert self._disk is not None

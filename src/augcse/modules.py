@@ -1,0 +1,73 @@
+"""Poolers: the ones SimCSE and its successors use, stored in the saved model so evaluation uses what training used.
+
+Every pooler is built from sentence-transformers' own modules, so a saved model loads with a plain
+``SentenceTransformer(path)`` (no custom code):
+
+* ``cls`` / ``cls_before_pooler``: CLS pooling (``cls`` also gets SimCSE's train-only MLP, which
+  lives in the loss and is never saved);
+* ``avg``: masked mean of the last layer;
+* ``avg_first_last`` (layer 1 + last: current SimCSE code), ``avg_emb_last`` (embedding layer +
+  last: the published baselines) and ``avg_top2``: a frozen 0/1-weighted ``WeightedLayerPooling``
+  over the hidden states followed by mean pooling, i.e. the masked mean of the average of the
+  chosen layers. The backbone's config keeps ``output_hidden_states=True`` in the saved model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from sentence_transformers.base.modules import Transformer
+from sentence_transformers.sentence_transformer.modules import Pooling, WeightedLayerPooling
+
+
+@dataclass(frozen=True)
+class Pooler:
+    """A named pooler: its saved modules and the train-only head it implies."""
+
+    layers: tuple[int, ...] | None = None  # hidden_states indices to average; None: last layer only
+    mode: str = "mean"
+    default_head: str = "none"
+
+    def build(self, dim: int, num_layers: int) -> list[nn.Module]:
+        if self.layers is None:
+            return [Pooling(dim, self.mode)]
+        chosen = sorted({layer % (num_layers + 1) for layer in self.layers})
+        start = chosen[0]
+        weights = torch.zeros(num_layers + 1 - start)
+        weights[[layer - start for layer in chosen]] = 1.0
+        layer_pooling = WeightedLayerPooling(dim, num_layers, start, nn.Parameter(weights, requires_grad=False))
+        return [layer_pooling, Pooling(dim, "mean")]
+
+
+POOLERS: dict[str, Pooler] = {
+    "cls": Pooler(mode="cls", default_head="mlp"),
+    "cls_before_pooler": Pooler(mode="cls"),
+    "avg": Pooler(mode="mean"),
+    "avg_first_last": Pooler(layers=(1, -1)),
+    "avg_emb_last": Pooler(layers=(0, -1)),
+    "avg_top2": Pooler(layers=(-2, -1)),
+}
+
+
+def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_length: int | None = 32):
+    """A SentenceTransformer of the Hugging Face encoder ``backbone`` with the named ``pooler``."""
+    from sentence_transformers import SentenceTransformer
+
+    if pooler not in POOLERS:
+        raise ValueError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+    spec = POOLERS[pooler]
+    config_kwargs = {"output_hidden_states": True} if spec.layers is not None else None
+    transformer = Transformer(backbone, max_seq_length=max_seq_length, config_kwargs=config_kwargs)
+    num_layers = int(transformer.auto_model.config.num_hidden_layers)
+    modules = [transformer, *spec.build(transformer.get_embedding_dimension(), num_layers)]
+    return SentenceTransformer(modules=modules)
+
+
+def freeze_fixed_weights(model: nn.Module) -> None:
+    """Keep the layer-selection weights of ``WeightedLayerPooling`` fixed while training (they define the pooler)."""
+    for module in model.modules():
+        if isinstance(module, WeightedLayerPooling) and isinstance(module.layer_weights, nn.Parameter):
+            module.layer_weights.requires_grad_(False)
