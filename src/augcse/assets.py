@@ -118,7 +118,6 @@ class Download:
 
 
 # Relative paths follow the layout of the data directory (see README). Official sources only.
-_SENTEVAL = "https://dl.fbaipublicfiles.com/senteval/senteval_data"
 DOWNLOADS: dict[str, Download] = {
     "corpus/wiki1m_for_simcse.txt": Download(
         "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
@@ -129,7 +128,6 @@ DOWNLOADS: dict[str, Download] = {
     "sts/original/STSBenchmark/stsbenchmark/sts-test.csv": Download(
         "http://ixa2.si.ehu.es/stswiki/images/4/48/Stsbenchmark.tar.gz", "stsbenchmark/sts-test.csv"
     ),
-    "sts/senteval/downstream/STS/STSBenchmark/sts-dev.csv": Download(f"{_SENTEVAL}/Stsbenchmark.tar.gz"),
 }
 
 # Files shipped inside the package (gzip-compressed), by their data-directory relative path.
@@ -273,8 +271,15 @@ def spacy_source() -> str:
 @lru_cache(maxsize=1)
 def wordnet() -> Any:
     """NLTK's WordNet reader, loaded once; one clear error naming both fixes when it is absent."""
+    import nltk
     from nltk.corpus import wordnet as wn
 
+    try:
+        root = data_dir()
+    except AssetError:
+        root = None
+    if root is not None and (root / "nltk_data").is_dir() and str(root / "nltk_data") not in nltk.data.path:
+        nltk.data.path.append(str(root / "nltk_data"))
     try:
         wn.ensure_loaded()
     except LookupError:

@@ -64,11 +64,14 @@ def main_scores(results: dict[str, dict[str, float]]) -> dict[str, float]:
 class SuiteEvaluator(BaseEvaluator):
     """A sentence-transformers evaluator over registered tasks (e.g. ``"STSBenchmark-dev"`` during training).
 
+    It logs every task's main score, suite averages and ``score`` (the mean of the tasks' main
+    scores), which is the primary metric used for model selection (``eval_<name>_score``).
+
     Args:
         tasks: task or suite names.
         data_dir: the data directory (None: embedded defaults / downloads).
-        primary: metric used for model selection; default: the first task's main metric.
         fast: the tasks' fast mode.
+        batch_size: encoding batch size.
         name: prefix of the logged metrics.
     """
 
@@ -76,7 +79,6 @@ class SuiteEvaluator(BaseEvaluator):
         self,
         tasks: str | Sequence[str],
         data_dir: str | Path | None = None,
-        primary: str | None = None,
         fast: bool = True,
         batch_size: int = 64,
         name: str = "",
@@ -87,8 +89,7 @@ class SuiteEvaluator(BaseEvaluator):
         self.fast = fast
         self.batch_size = batch_size
         self.name = name
-        first = TASKS[self.task_names[0]]
-        self.primary_metric = primary or first.name
+        self.primary_metric = "score"
         root = Path(data_dir) if data_dir is not None else None
         self._data: dict[str, Any] = {n: TASKS[n].load(root) for n in self.task_names}
 
@@ -97,6 +98,8 @@ class SuiteEvaluator(BaseEvaluator):
         cache.prefetch([s for n in self.task_names for s in TASKS[n].sentences(self._data[n])])
         results = {n: TASKS[n].evaluate(cache, self._data[n], fast=self.fast) for n in self.task_names}
         metrics = main_scores(results)
+        metrics["score"] = sum(metrics[n] for n in self.task_names) / len(self.task_names)
+        metrics = {key: float(value) for key, value in metrics.items()}
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics

@@ -30,6 +30,7 @@ class Task(ABC):
     name: str = ""
     suites: tuple[str, ...] = ()
     main_metric: str = "score"
+    in_all: bool = True  # False for model-selection splits (dev sets), which suite "all" leaves out
 
     @abstractmethod
     def load(self, data_dir: Path | None) -> Any:
@@ -49,11 +50,11 @@ SUITES: dict[str, list[str]] = {"all": []}
 
 
 def register_task(task: Task) -> Task:
-    """Add ``task`` to the registry and to its suites (and to ``all``)."""
+    """Add ``task`` to the registry and to its suites (and to ``all`` unless ``task.in_all`` is False)."""
     if task.name in TASKS:
         raise ValueError(f"task {task.name!r} is registered twice")
     TASKS[task.name] = task
-    for suite in (*task.suites, "all"):
+    for suite in (*task.suites, *(("all",) if task.in_all else ())):
         SUITES.setdefault(suite, []).append(task.name)
     return task
 

@@ -1,0 +1,260 @@
+"""Rewrites driven by word lists: colours, contractions, discourse markers, gendered words, numbers."""
+
+from __future__ import annotations
+
+import random
+import re
+from functools import lru_cache
+
+from spacy.tokens import Doc, Token
+
+from augcse.augment.base import Augmentation, Meaning, register
+from augcse.augment.lexicon import colour_names, discourse_markers, first_names, gender_pairs
+from augcse.augment.text import Edits, match_case
+
+NL_AUGMENTER = "NL-Augmenter (Dhole et al. 2021) via AugCSE App. A.2"
+
+
+def _phrase_at(doc: Doc, i: int, phrases: dict[str, object], max_words: int) -> tuple[str, int] | None:
+    """The longest phrase of ``phrases`` (lower-case, space-joined) starting at token ``i``."""
+    for n in range(min(max_words, len(doc) - i), 0, -1):
+        key = " ".join(t.lower_ for t in doc[i:i + n])
+        if key in phrases:
+            return key, n
+    return None
+
+
+# --------------------------------------------------------------------------- colours
+
+@register
+class ColorTransformation(Augmentation):
+    """Replace colour mentions with a random one of the 147 CSS3/W3C extended colour keywords."""
+
+    name = "ColorTransformation"
+    meaning = Meaning.POSSIBLY.value
+    needs = ("parse",)
+    source = NL_AUGMENTER + "; colour keywords from webcolors (CSS3)"
+    rule = "each adjective/noun colour mention (one to three words) becomes a different random CSS3 colour"
+
+    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+        names = _colour_index()
+        edits, i = Edits(doc), 0
+        while i < len(doc):
+            hit = _phrase_at(doc, i, names, 3)
+            if hit and doc[i + hit[1] - 1].pos_ in ("ADJ", "NOUN"):
+                key, n = hit
+                new = rng.choice([c for c in colour_names() if c != key])
+                edits.replace(i, match_case(doc[i].text, new))
+                for j in range(i + 1, i + n):
+                    edits.delete(j)
+                i += n
+            else:
+                i += 1
+        return edits.render() if edits else None
+
+
+@lru_cache(maxsize=1)
+def _colour_index() -> dict[str, bool]:
+    index = {name: True for name in colour_names()}
+    index.update({name.replace(" ", ""): True for name in colour_names()})
+    return index
+
+
+# --------------------------------------------------------------------------- contractions
+
+@lru_cache(maxsize=1)
+def _contraction_tables() -> tuple[dict[str, str], dict[str, str]]:
+    """(contraction -> expansion, expansion -> contraction) from the ``contractions`` package."""
+    import contractions
+
+    expand: dict[str, str] = {}
+    for short, full in contractions.contractions_dict.items():
+        if "'" in short and short.isascii() and full.replace(" ", "").isalpha():
+            expand[short.lower()] = full.lower()
+    skip = {"ain't", "amn't", "daresn't", "dasn't", "gon't", "he've", "she've", "it've", "let's", "e'er",
+            "'cause", "ma'am", "o'clock", "y'all", "y'all'd", "y'all're", "y'all've", "y'all'd've"}
+    contract: dict[str, str] = {}
+    for short, full in sorted(expand.items(), key=lambda kv: len(kv[0])):
+        if short not in skip and full.count(" ") == 1 and full not in contract:
+            contract[full] = short
+    return expand, contract
+
+
+@lru_cache(maxsize=2)
+def _pattern(keys: tuple[str, ...]) -> re.Pattern:
+    alts = "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
+    return re.compile(rf"(?<![\w'])({alts})(?![\w'])", re.IGNORECASE)
+
+
+@register
+class ContractionExpansions(Augmentation):
+    """Expand contractions, or contract expansions when there are none ("does not" <-> "doesn't")."""
+
+    name = "ContractionExpansions"
+    meaning = Meaning.PRESERVING.value
+    source = NL_AUGMENTER + " (Checklist list); contraction table from the `contractions` package"
+    rule = "if the sentence has contractions expand them all, else contract every contractible pair of words"
+
+    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+        expand, contract = _contraction_tables()
+        norm = text.replace("\u2019", "'")
+        pattern = _pattern(tuple(expand))
+        if pattern.search(norm):
+            return pattern.sub(lambda m: match_case(m.group(0), expand[m.group(0).lower()]), norm)
+        pattern = _pattern(tuple(contract))
+        if pattern.search(norm):
+            return pattern.sub(lambda m: match_case(m.group(0), contract[m.group(0).lower()]), norm)
+        return None
+
+
+# --------------------------------------------------------------------------- discourse markers
+
+CLAUSE_INITIAL_DEPS = {"advmod", "mark", "cc", "prep", "npadvmod", "conj"}
+
+
+@register
+class DiscourseMarkerSubstitution(Augmentation):
+    """Replace a discourse marker with another of the same PDTB sense class and slot."""
+
+    name = "DiscourseMarkerSubstitution"
+    meaning = Meaning.PRESERVING.value
+    needs = ("parse",)
+    source = NL_AUGMENTER + "; Pitler et al. (2008), PDTB 2.0 (wordlists/discourse_markers.tsv)"
+    rule = ("markers of the same sense class and syntactic slot are interchangeable; adverbials only at a "
+            "clause start (sentence start or after , ; :)")
+
+    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+        by_marker, by_class = discourse_markers()
+        edits, i = Edits(doc), 0
+        while i < len(doc):
+            hit = _phrase_at(doc, i, by_marker, 4)
+            if hit and self._fits(doc, i, hit[0], by_marker[hit[0]]):
+                key, n = hit
+                options = [m for m in by_class[by_marker[key]] if m != key]
+                edits.replace(i, match_case(doc[i].text, rng.choice(options)))
+                for j in range(i + 1, i + n):
+                    edits.delete(j)
+                i += n
+            else:
+                i += 1
+        return edits.render() if edits else None
+
+    @staticmethod
+    def _fits(doc: Doc, i: int, marker: str, cls: str) -> bool:
+        tok = doc[i]
+        if cls.endswith(".cc"):
+            return tok.dep_ == "cc"
+        if cls.endswith(".sub"):
+            return tok.dep_ in ("mark", "advmod", "prep") or tok.pos_ == "SCONJ"
+        at_clause_start = i == 0 or doc[i - 1].text in (",", ";", ":", "--")
+        return at_clause_start and (" " in marker or tok.dep_ in CLAUSE_INITIAL_DEPS)
+
+
+# --------------------------------------------------------------------------- gender
+
+PRONOUNS = {"he": "she", "she": "he", "him": "her", "his": "her", "himself": "herself", "herself": "himself",
+            "hers": "his"}
+
+
+def _swap_pronoun(tok: Token) -> str | None:
+    word = tok.lower_
+    if word == "her":  # object "him" or possessive "his"
+        return "his" if tok.tag_ == "PRP$" or tok.dep_ == "poss" else "him"
+    if word == "his" and tok.tag_ != "PRP$" and tok.dep_ != "poss":
+        return "hers"
+    return PRONOUNS.get(word)
+
+
+@register
+class GenderSwap(Augmentation):
+    """Swap gendered words, pronouns and common first names for their other-gender counterparts."""
+
+    name = "GenderSwap"
+    meaning = Meaning.PRESERVING.value
+    needs = ("parse",)
+    source = (NL_AUGMENTER + "; word pairs after Lu et al. (2020) in wordlists/gender_pairs.tsv; first names "
+              "from gender-guesser")
+    rule = "pronouns by grammatical role, gendered nouns by pair list, a PERSON's first name by a random name of the other gender"
+
+    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+        pairs, names = gender_pairs(), first_names()
+        male, female = set(names["male"]), set(names["female"])
+        edits = Edits(doc)
+        for tok in doc:
+            new = None
+            if tok.pos_ == "PRON":
+                new = _swap_pronoun(tok)
+            elif tok.ent_type_ == "PERSON" and tok.text in male | female and tok.ent_iob_ == "B":
+                new = rng.choice(names["female"] if tok.text in male else names["male"])
+            elif tok.pos_ in ("NOUN", "PROPN", "ADJ") and (tok.lower_ in pairs or tok.text in pairs):
+                new = pairs.get(tok.text) or pairs[tok.lower_]
+            if new:
+                edits.replace(tok.i, match_case(tok.text, new))
+        return edits.render() if edits else None
+
+
+# --------------------------------------------------------------------------- numbers
+
+CURRENCY = {"$": ("dollar", "dollars"), "£": ("pound", "pounds"), "€": ("euro", "euros"), "¥": ("yen", "yen")}
+NUMBER = re.compile(r"^\d{1,3}(,\d{3})+(\.\d+)?$|^\d+(\.\d+)?$")
+ORDINAL = re.compile(r"^(\d+)(st|nd|rd|th)$", re.IGNORECASE)
+TIME = re.compile(r"^(\d{1,2}):(\d{2})$")
+PHONE = re.compile(r"^\+?\d{3}[-.]\d{3,4}([-.]\d{3,4})?$")
+
+
+def _words(number: str) -> str:
+    from num2words import num2words
+
+    value = float(number.replace(",", "")) if "." in number else int(number.replace(",", ""))
+    return num2words(value).replace(",", "")
+
+
+def _spell(tok: Token) -> str | None:
+    from num2words import num2words
+
+    text = tok.text
+    if PHONE.match(text):
+        return " ".join(_words(ch) for ch in text if ch.isdigit())
+    if (m := TIME.match(text)) and int(m.group(1)) < 24 and int(m.group(2)) < 60:
+        hours, minutes = int(m.group(1)), int(m.group(2))
+        return num2words(hours) + ("" if minutes == 0 else " " + ("oh " if minutes < 10 else "") + num2words(minutes))
+    if m := ORDINAL.match(text):
+        return num2words(int(m.group(1)), to="ordinal")
+    if NUMBER.match(text):
+        if tok.ent_type_ == "DATE" and text.isdigit() and len(text) == 4 and 1100 <= int(text) < 2100:
+            return num2words(int(text), to="year")
+        return _words(text)
+    return None
+
+
+@register
+class NumericToWord(Augmentation):
+    """Spell out numbers, ordinals, years, times, phone numbers, currency amounts and percentages."""
+
+    name = "NumericToWord"
+    meaning = Meaning.PRESERVING.value
+    needs = ("parse",)
+    source = NL_AUGMENTER + "; words from num2words"
+    rule = "every numeric token is spelled out ('1871' as a year -> 'eighteen seventy-one', '$10' -> 'ten dollars', '13%' -> 'thirteen percent')"
+
+    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+        edits = Edits(doc)
+        for tok in doc:
+            words = _spell(tok) if any(ch.isdigit() for ch in tok.text) else None
+            if not words:
+                continue
+            prev = doc[tok.i - 1] if tok.i > 0 else None
+            nxt = doc[tok.i + 1] if tok.i + 1 < len(doc) else None
+            if prev is not None and prev.text in CURRENCY:
+                one, many = CURRENCY[prev.text]
+                edits.delete(prev.i)
+                words += f" {one if words == 'one' else many}"
+            if nxt is not None and nxt.text == "%":
+                edits.replace(nxt.i, "percent")
+                edits.replace(tok.i, words)
+                continue
+            edits.replace(tok.i, words)
+        if not edits:
+            return None
+        out = edits.render()
+        return out[:1].upper() + out[1:] if doc[0].text[:1].isdigit() else out

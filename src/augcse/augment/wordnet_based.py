@@ -1,0 +1,135 @@
+"""Rewrites that look words up in WordNet: antonyms, hypernyms/hyponyms, synonyms."""
+
+from __future__ import annotations
+
+import random
+
+from spacy.tokens import Doc, Token
+
+from augcse.augment.base import Augmentation, Meaning, register
+from augcse.augment.lexicon import antonyms, inflect, related_nouns, synonyms
+from augcse.augment.text import Edits, match_case
+
+NL_AUGMENTER = "NL-Augmenter (Dhole et al. 2021) via AugCSE App. A.2"
+
+
+def _form(tok: Token, lemma: str) -> str:
+    """``lemma`` inflected like ``tok`` (plural nouns, verb tenses) with ``tok``'s casing."""
+    tag = tok.tag_
+    word = inflect(lemma, tag) if tag in ("NNS", "VBD", "VBG", "VBN", "VBZ") else lemma
+    return match_case(tok.text, word)
+
+
+def _antonym_candidates(doc: Doc, pos: tuple[str, ...]) -> list[tuple[Token, tuple[str, ...]]]:
+    out = []
+    for tok in doc:
+        if tok.pos_ in pos and tok.tag_ in ("JJ", "RB") and tok.is_alpha:
+            ants = antonyms(tok.lemma_.lower(), tok.pos_)
+            if ants:
+                out.append((tok, ants))
+    return out
+
+
+@register
+class SentenceAdjectivesAntonymsSwitch(Augmentation):
+    """Replace every adjective that has a WordNet antonym with it ("beautiful" -> "ugly")."""
+
+    name = "SentenceAdjectivesAntonymsSwitch"
+    meaning = Meaning.ALTERING.value
+    needs = ("parse", "wordnet")
+    source = NL_AUGMENTER
+    rule = "every adjective with a direct WordNet antonym is replaced by its first antonym"
+
+    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+        edits = Edits(doc)
+        for tok, ants in _antonym_candidates(doc, ("ADJ",)):
+            edits.replace(tok.i, match_case(tok.text, ants[0]))
+        return edits.render() if edits else None
+
+
+@register
+class AntonymSubstitute(Augmentation):
+    """Replace an odd number of adjectives/adverbs with antonyms (AugCSE's odd-count change)."""
+
+    name = "AntonymSubstitute"
+    meaning = Meaning.ALTERING.value
+    needs = ("parse", "wordnet")
+    source = NL_AUGMENTER + "; AugCSE changed the count from even to odd"
+    rule = "choose an odd number of the adjectives/adverbs that have WordNet antonyms and replace them"
+
+    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+        cands = _antonym_candidates(doc, ("ADJ", "ADV"))
+        if not cands:
+            return None
+        k = rng.choice(range(1, len(cands) + 1, 2))
+        edits = Edits(doc)
+        for tok, ants in rng.sample(cands, k):
+            edits.replace(tok.i, match_case(tok.text, rng.choice(ants)))
+        return edits.render()
+
+
+class _RelatedNoun(Augmentation):
+    relation = "hypernym"
+    meaning = Meaning.ALTERING.value
+    needs = ("parse", "wordnet")
+    source = NL_AUGMENTER
+    defaults = {"p": 0.5}
+
+    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+        cands = [(t, r) for t in doc if t.pos_ == "NOUN" and t.is_alpha
+                 for r in [related_nouns(t.lemma_.lower(), self.relation)] if r]
+        if not cands:
+            return None
+        chosen = [c for c in cands if rng.random() < self.params["p"]] or [rng.choice(cands)]
+        edits = Edits(doc)
+        for tok, related in chosen:
+            edits.replace(tok.i, _form(tok, rng.choice(related)))
+        return edits.render()
+
+
+@register
+class ReplaceHypernyms(_RelatedNoun):
+    """Replace common nouns with a more general word ("red" -> "colour")."""
+
+    name = "ReplaceHypernyms"
+    relation = "hypernym"
+    rule = "each common noun with a WordNet hypernym (most frequent sense) is replaced with probability p (at least one)"
+
+
+@register
+class ReplaceHyponyms(_RelatedNoun):
+    """Replace common nouns with a more specific word ("cutlery" -> "spoon")."""
+
+    name = "ReplaceHyponyms"
+    relation = "hyponym"
+    rule = "each common noun with a WordNet hyponym (most frequent sense) is replaced with probability p (at least one)"
+
+
+SYNONYM_POS = ("NOUN", "VERB", "ADJ", "ADV")
+
+
+@register
+class SynonymSubstitution(Augmentation):
+    """EDA-style synonym replacement with WordNet, matched to the word's part of speech."""
+
+    name = "SynonymSubstitution"
+    meaning = Meaning.PRESERVING.value
+    needs = ("parse", "wordnet")
+    source = NL_AUGMENTER + "; Wei and Zou (2019) EDA"
+    rule = "each content word (not a stop word) with a same-POS WordNet synonym is replaced with probability p (at least one)"
+    defaults = {"p": 0.5}
+
+    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+        cands = []
+        for tok in doc:
+            if tok.pos_ in SYNONYM_POS and tok.is_alpha and not tok.is_stop and tok.lemma_.lower() != "be":
+                syns = synonyms(tok.lemma_.lower(), tok.pos_)
+                if syns:
+                    cands.append((tok, syns))
+        if not cands:
+            return None
+        chosen = [c for c in cands if rng.random() < self.params["p"]] or [rng.choice(cands)]
+        edits = Edits(doc)
+        for tok, syns in chosen:
+            edits.replace(tok.i, _form(tok, rng.choice(syns)))
+        return edits.render()

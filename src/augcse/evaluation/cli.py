@@ -1,0 +1,62 @@
+"""``augcse eval MODEL``: the papers' evaluations on any sentence-transformers folder or name."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from augcse.evaluation.tasks import SUITES, TASKS, resolve_tasks
+
+
+def _table(results: dict[str, dict[str, float]], scores: dict[str, float]) -> str:
+    width = max(len(name) for name in scores) + 2
+    lines = [f"{'task'.ljust(width)}{'score':>8}  details", "-" * (width + 40)]
+    for name, value in scores.items():
+        details = ""
+        if name in results:
+            extra = {k: v for k, v in results[name].items() if k in ("mean", "wmean", "nmi", "5shot", "10shot", "20shot")}
+            details = "  ".join(f"{k} {v:.2f}" for k, v in extra.items())
+        lines.append(f"{name.ljust(width)}{value:8.2f}  {details}")
+    return "\n".join(lines)
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("eval", help="evaluate a model (STS, transfer, clustering, intent…)")
+    parser.add_argument("model", help="sentence-transformers folder (e.g. runs/NAME/final) or model name")
+    parser.add_argument("--tasks", default=None, help="comma-separated task and suite names (default: sts)")
+    parser.add_argument("--suite", default=None, help="a suite name (sts, transfer, clustering, intent, all…)")
+    parser.add_argument("--original", action="store_true", help="STS: the untokenised official files")
+    parser.add_argument("--fast", action="store_true", help="the tasks' fast mode (fewer folds/seeds)")
+    parser.add_argument("--data-dir", default=None, help="data directory (default: $AUGCSE_DATA)")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--json", action="store_true", help="end with one JSON line: task → score")
+    parser.add_argument("--list", action="store_true", help="list tasks and suites and exit")
+    parser.set_defaults(func=_run_cli)
+
+
+def _run_cli(args: argparse.Namespace) -> int:
+    from augcse.assets import data_dir as resolve_data_dir
+    from augcse.encode import load_model
+    from augcse.evaluation.suite import main_scores, run_tasks
+
+    if args.list:
+        resolve_tasks("sts")
+        for suite, names in SUITES.items():
+            print(f"{suite}: {', '.join(names)}")
+        return 0
+    spec = ",".join(x for x in (args.tasks, args.suite) if x) or "sts"
+    names = resolve_tasks(spec)
+    if args.original:
+        names = [f"{n}-original" if f"{n}-original" in TASKS else n for n in names]
+    root = resolve_data_dir(args.data_dir)
+    model = load_model(args.model)
+    start = time.perf_counter()
+    results = run_tasks(model, names, root, fast=args.fast, batch_size=args.batch_size)
+    scores = {k: float(v) for k, v in main_scores(results).items()}
+    seconds = time.perf_counter() - start
+    print(_table(results, scores))
+    print(f"({len(names)} tasks in {seconds:.0f} s)")
+    if args.json:
+        print(json.dumps(scores))
+    return 0

@@ -1,0 +1,347 @@
+"""SentEval transfer tasks: logistic regression on frozen sentence embeddings (AugCSE Table 5).
+
+Seven tasks, each a registered :class:`~augcse.evaluation.tasks.Task` in suite ``"transfer"``:
+
+========  =====================================  ==========================================
+task      data (``transfer/`` in the data dir)   protocol
+========  =====================================  ==========================================
+MR        ``MR/rt-polarity.{pos,neg}``           10-fold CV, C chosen by inner 10-fold CV
+CR        ``CR/custrev.{pos,neg}``               10-fold CV, C chosen by inner 10-fold CV
+SUBJ      ``SUBJ/subj.{objective,subjective}``   10-fold CV, C chosen by inner 10-fold CV
+MPQA      ``MPQA/mpqa.{pos,neg}``                10-fold CV, C chosen by inner 10-fold CV
+SST2      ``SST/binary/sentiment-{train,dev,test}``  train / dev / test: C chosen on dev
+TREC      ``TREC/{train_5500,TREC_10}.label``    C chosen by 10-fold CV on train, test once
+MRPC      ``MRPC/msr_paraphrase_{train,test}.txt``  pair features, C by 10-fold CV on train
+========  =====================================  ==========================================
+
+The SentEval protocol is kept so that numbers compare with the papers' tables:
+
+- Reading: MR/CR/SUBJ/MPQA and TREC are decoded as latin-1, SST2 and MRPC as UTF-8; every line is
+  split on whitespace and re-joined with single spaces (SentEval hands token lists to the batcher,
+  which joins them with spaces). Empty lines of CR and MPQA are **kept** as (empty) samples, as
+  SentEval's ``splitlines()`` does (3775 CR and 10606 MPQA samples). TREC keeps the coarse label
+  (``DESC:manner`` -> ``DESC``) and drops the fine one; MRPC drops its header line (which carries a BOM).
+- Sample order before the folds are drawn is SentEval's (sorted by token count, then label), and the
+  folds are ``StratifiedKFold(shuffle=True, random_state=1111 + seed)``, so ``seed=0`` reproduces
+  SentEval's folds exactly.
+- Classifier: scikit-learn ``LogisticRegression`` (L2, lbfgs). SentEval's scikit-learn grids are
+  kept: C in 2^-2..2^3 for the nested CV and the dev-set split, 2^-1..2^5 for the train-set CV.
+  The regularisation is always chosen on training folds or the dev set, never on the test data.
+- MRPC pair features are SentEval's ``[|u - v|, u * v]`` (its ``mrpc.py``); u and v themselves are
+  *not* included there (SentEval includes them only for SNLI-style tasks). Other layouts are
+  registered in :data:`PAIR_FEATURES` (``"full"`` = ``[u, v, |u - v|, u * v]``).
+
+Metrics (×100): ``acc`` (test accuracy, the main metric), ``devacc`` (selection accuracy) and, for
+MRPC, ``f1``. Fast mode (during training): 5 folds instead of 10 and a 3-value grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import f1_score
+from sklearn.model_selection import StratifiedKFold
+
+from augcse.assets import resolve_data
+from augcse.evaluation.tasks import Encoder, Task, register_task
+
+SENTEVAL_SEED = 1111
+GRID_NESTED = tuple(2.0**t for t in range(-2, 4))  # SentEval InnerKFold / SplitClassifier (sklearn)
+GRID_KFOLD = tuple(2.0**t for t in range(-1, 6))  # SentEval KFoldClassifier (sklearn)
+GRID_FAST = (0.5, 2.0, 8.0)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Classifier settings of one mode: number of folds and the C grids."""
+
+    folds: int
+    nested_grid: tuple[float, ...]
+    kfold_grid: tuple[float, ...]
+    max_iter: int = 1000
+
+
+FULL = Protocol(folds=10, nested_grid=GRID_NESTED, kfold_grid=GRID_KFOLD)
+FAST = Protocol(folds=5, nested_grid=GRID_FAST, kfold_grid=GRID_FAST, max_iter=300)
+
+
+def protocol(fast: bool) -> Protocol:
+    return FAST if fast else FULL
+
+
+# --------------------------------------------------------------------------- classifier
+
+
+def _logreg(C: float, seed: int, max_iter: int) -> LogisticRegression:
+    return LogisticRegression(C=C, max_iter=max_iter, random_state=seed)
+
+
+def _fit(clf: LogisticRegression, X: np.ndarray, y: np.ndarray) -> LogisticRegression:
+    import warnings
+
+    with warnings.catch_warnings():  # unnormalised embeddings can need many lbfgs steps; accuracy is what counts
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return clf.fit(X, y)
+
+
+def folds(y: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """SentEval's stratified, shuffled folds (``random_state = 1111 + seed``)."""
+    splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=SENTEVAL_SEED + seed)
+    return list(splitter.split(np.zeros(len(y)), y))
+
+
+def select_c(
+    X: np.ndarray, y: np.ndarray, grid: Sequence[float], k: int, seed: int, max_iter: int = 1000
+) -> tuple[float, float]:
+    """Pick C by k-fold CV on (X, y) only; returns (best C, its mean accuracy ×100).
+
+    C is visited from strong to weak regularisation, warm-starting each fit from the previous
+    one (a regularisation path: the same optimum, several times faster). Ties go to the smaller C,
+    as in SentEval's ``argmax``.
+    """
+    grid = sorted(grid)
+    scores = np.zeros((len(grid), k))
+    for f, (tr, va) in enumerate(folds(y, k, seed)):
+        clf = _logreg(grid[0], seed, max_iter)
+        clf.warm_start = True
+        for g, C in enumerate(grid):
+            clf.C = C
+            _fit(clf, X[tr], y[tr])
+            scores[g, f] = clf.score(X[va], y[va])
+    means = 100 * scores.mean(axis=1)
+    best = int(np.argmax(means))
+    return grid[best], float(means[best])
+
+
+def fit_selected(
+    X: np.ndarray, y: np.ndarray, grid: Sequence[float], k: int, seed: int, max_iter: int = 1000
+) -> tuple[LogisticRegression, float]:
+    """Choose C by CV on (X, y), then refit on all of (X, y); returns (classifier, CV accuracy)."""
+    C, dev = select_c(X, y, grid, k, seed, max_iter)
+    return _fit(_logreg(C, seed, max_iter), X, y), dev
+
+
+def nested_cv_accuracy(X: np.ndarray, y: np.ndarray, proto: Protocol, seed: int = 0) -> dict[str, float]:
+    """SentEval's ``InnerKFoldClassifier``: outer k-fold test accuracy, C chosen inside each training part.
+
+    The held-out fold is never passed to :func:`fit_selected`, so selection cannot see it.
+    """
+    dev, test = [], []
+    for tr, te in folds(y, proto.folds, seed):
+        clf, dev_acc = fit_selected(X[tr], y[tr], proto.nested_grid, proto.folds, seed, proto.max_iter)
+        dev.append(dev_acc)
+        test.append(100 * clf.score(X[te], y[te]))
+    return {"acc": float(np.mean(test)), "devacc": float(np.mean(dev))}
+
+
+def split_accuracy(
+    train: tuple[np.ndarray, np.ndarray],
+    dev: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    grid: Sequence[float],
+    seed: int = 0,
+    max_iter: int = 1000,
+) -> dict[str, float]:
+    """SentEval's ``SplitClassifier``: C chosen on the dev set, test accuracy of that classifier."""
+    (Xtr, ytr), (Xdv, ydv), (Xte, yte) = train, dev, test
+    best: tuple[float, LogisticRegression] | None = None
+    clf = _logreg(sorted(grid)[0], seed, max_iter)
+    clf.warm_start = True
+    for C in sorted(grid):
+        clf.C = C
+        _fit(clf, Xtr, ytr)
+        score = 100 * clf.score(Xdv, ydv)
+        if best is None or score > best[0]:
+            best = (score, _copy(clf))
+    assert best is not None
+    return {"acc": 100 * best[1].score(Xte, yte), "devacc": best[0]}
+
+
+def _copy(clf: LogisticRegression) -> LogisticRegression:
+    import copy
+
+    return copy.deepcopy(clf)
+
+
+# --------------------------------------------------------------------------- pair features
+
+PAIR_FEATURES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "senteval": lambda u, v: np.hstack([np.abs(u - v), u * v]),
+    "full": lambda u, v: np.hstack([u, v, np.abs(u - v), u * v]),
+}
+
+
+def pair_features(u: np.ndarray, v: np.ndarray, layout: str = "senteval") -> np.ndarray:
+    """Features of sentence pairs; ``"senteval"`` = ``[|u - v|, u * v]`` (dimension 2d)."""
+    if layout not in PAIR_FEATURES:
+        raise ValueError(f"unknown pair feature layout {layout!r}; known: {', '.join(PAIR_FEATURES)}")
+    return PAIR_FEATURES[layout](np.asarray(u), np.asarray(v))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _tokens(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _read_lines(relpath: str, data_dir: Path | None, encoding: str) -> list[str]:
+    """Every line, empty ones included (SentEval's ``read().splitlines()``)."""
+    text = resolve_data(relpath, data_dir).read_text(encoding=encoding)
+    return [_tokens(line) for line in text.splitlines()]
+
+
+def _senteval_order(samples: list[Any], labels: list[int], key: Callable[[Any], tuple]) -> tuple[list, np.ndarray]:
+    """SentEval sorts samples (by length, then label) before drawing folds; keep that order."""
+    order = sorted(range(len(labels)), key=lambda i: (*key(samples[i]), labels[i]))
+    return [samples[i] for i in order], np.array([labels[i] for i in order])
+
+
+def _ntok(sentence: str) -> int:
+    return len(sentence.split())
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+class BinaryTask(Task):
+    """MR, CR, SUBJ, MPQA: two files (label 1, label 0), nested 10-fold cross-validation."""
+
+    suites = ("transfer",)
+    main_metric = "acc"
+
+    def __init__(self, name: str, positive: str, negative: str) -> None:
+        self.name, self.positive, self.negative = name, positive, negative
+
+    def load(self, data_dir: Path | None) -> dict[str, Any]:
+        pos = _read_lines(self.positive, data_dir, "latin-1")
+        neg = _read_lines(self.negative, data_dir, "latin-1")
+        samples, labels = _senteval_order(pos + neg, [1] * len(pos) + [0] * len(neg), lambda s: (_ntok(s),))
+        return {"X": samples, "y": labels}
+
+    def sentences(self, data: dict[str, Any]) -> list[str]:
+        return data["X"]
+
+    def evaluate(self, encode: Encoder, data: dict[str, Any], fast: bool = False, seed: int = 0) -> dict[str, float]:
+        return nested_cv_accuracy(encode(data["X"]), data["y"], protocol(fast), seed)
+
+
+class SST2Task(Task):
+    """SST2: phrase-level train (67,349 lines), sentence dev and test; ``sentence \\t label`` per line."""
+
+    name = "SST2"
+    suites = ("transfer",)
+    main_metric = "acc"
+    root = "transfer/SST/binary"
+
+    def load(self, data_dir: Path | None) -> dict[str, Any]:
+        out = {}
+        for split in ("train", "dev", "test"):
+            lines = resolve_data(f"{self.root}/sentiment-{split}", data_dir).read_text(encoding="utf-8").splitlines()
+            rows = [line.strip().split("\t") for line in lines]
+            out[split] = ([_tokens(r[0]) for r in rows], np.array([int(r[1]) for r in rows]))
+        return out
+
+    def sentences(self, data: dict[str, Any]) -> list[str]:
+        return [s for split in ("train", "dev", "test") for s in data[split][0]]
+
+    def evaluate(self, encode: Encoder, data: dict[str, Any], fast: bool = False, seed: int = 0) -> dict[str, float]:
+        proto = protocol(fast)
+        parts = {split: (encode(X), y) for split, (X, y) in data.items()}
+        return split_accuracy(parts["train"], parts["dev"], parts["test"], proto.nested_grid, seed, proto.max_iter)
+
+
+TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+
+
+class TRECTask(Task):
+    """TREC coarse question type (6 classes): C by k-fold CV on train, one test evaluation."""
+
+    name = "TREC"
+    suites = ("transfer",)
+    main_metric = "acc"
+    root = "transfer/TREC"
+
+    def _read(self, relpath: str, data_dir: Path | None) -> tuple[list[str], np.ndarray]:
+        samples, labels = [], []
+        for line in resolve_data(relpath, data_dir).read_text(encoding="latin-1").splitlines():
+            if not line.strip():
+                continue
+            target, rest = line.strip().split(":", 1)
+            samples.append(_tokens(rest.split(" ", 1)[1]))
+            labels.append(TREC_CLASSES.index(target))
+        X, y = _senteval_order(samples, labels, lambda s: (_ntok(s),))
+        return X, y
+
+    def load(self, data_dir: Path | None) -> dict[str, Any]:
+        return {
+            "train": self._read(f"{self.root}/train_5500.label", data_dir),
+            "test": self._read(f"{self.root}/TREC_10.label", data_dir),
+        }
+
+    def sentences(self, data: dict[str, Any]) -> list[str]:
+        return data["train"][0] + data["test"][0]
+
+    def evaluate(self, encode: Encoder, data: dict[str, Any], fast: bool = False, seed: int = 0) -> dict[str, float]:
+        proto = protocol(fast)
+        (Xtr, ytr), (Xte, yte) = data["train"], data["test"]
+        clf, dev = fit_selected(encode(Xtr), ytr, proto.kfold_grid, proto.folds, seed, proto.max_iter)
+        return {"acc": 100 * clf.score(encode(Xte), yte), "devacc": dev}
+
+
+class MRPCTask(Task):
+    """MRPC paraphrase detection on pair features (:func:`pair_features`), C by CV on train."""
+
+    name = "MRPC"
+    suites = ("transfer",)
+    main_metric = "acc"
+    root = "transfer/MRPC"
+
+    def __init__(self, layout: str = "senteval") -> None:
+        self.layout = layout
+
+    def _read(self, relpath: str, data_dir: Path | None) -> dict[str, Any]:
+        lines = resolve_data(relpath, data_dir).read_text(encoding="utf-8").splitlines()[1:]  # header (with BOM)
+        rows = [line.strip().split("\t") for line in lines if line.strip()]
+        pairs = [(_tokens(r[3]), _tokens(r[4])) for r in rows]
+        pairs, y = _senteval_order(pairs, [int(r[0]) for r in rows], lambda p: (_ntok(p[0]), _ntok(p[1])))
+        return {"A": [p[0] for p in pairs], "B": [p[1] for p in pairs], "y": y}
+
+    def load(self, data_dir: Path | None) -> dict[str, Any]:
+        return {split: self._read(f"{self.root}/msr_paraphrase_{split}.txt", data_dir) for split in ("train", "test")}
+
+    def sentences(self, data: dict[str, Any]) -> list[str]:
+        return [s for split in ("train", "test") for side in ("A", "B") for s in data[split][side]]
+
+    def features(self, encode: Encoder, part: dict[str, Any]) -> np.ndarray:
+        return pair_features(encode(part["A"]), encode(part["B"]), self.layout)
+
+    def evaluate(self, encode: Encoder, data: dict[str, Any], fast: bool = False, seed: int = 0) -> dict[str, float]:
+        proto = protocol(fast)
+        train, test = data["train"], data["test"]
+        clf, dev = fit_selected(self.features(encode, train), train["y"], proto.kfold_grid, proto.folds, seed,
+                                proto.max_iter)
+        pred = clf.predict(self.features(encode, test))
+        return {
+            "acc": 100 * float(np.mean(pred == test["y"])),
+            "f1": 100 * float(f1_score(test["y"], pred)),
+            "devacc": dev,
+        }
+
+
+for _task in (
+    BinaryTask("MR", "transfer/MR/rt-polarity.pos", "transfer/MR/rt-polarity.neg"),
+    BinaryTask("CR", "transfer/CR/custrev.pos", "transfer/CR/custrev.neg"),
+    BinaryTask("SUBJ", "transfer/SUBJ/subj.objective", "transfer/SUBJ/subj.subjective"),  # SentEval: objective = 1
+    BinaryTask("MPQA", "transfer/MPQA/mpqa.pos", "transfer/MPQA/mpqa.neg"),
+    SST2Task(),
+    TRECTask(),
+    MRPCTask(),
+):
+    register_task(_task)
