@@ -9,7 +9,7 @@ NEGATIONS = {"no", "not", "n't", "never"}
 CLITIC_STEMS = {"ca": "can", "wo": "will", "sha": "shall", "ai": "is"}
 BE_FORMS = {"am", "is", "are", "was", "were", "be", "been", "being", "'s", "'re", "'m"}
 MODAL_LIKE = {"can", "could", "will", "would", "shall", "should", "may", "might", "must"}
-PLURAL_PRONOUNS = {"we", "they", "you", "i", "these", "those"}
+PLURAL_PRONOUNS = {"we", "they", "you", "i", "these", "those", "us", "them", "me"}
 
 
 def do_form(tag: str) -> str:

@@ -145,7 +145,7 @@ class DiscourseMarkerSubstitution(Augmentation):
         if cls.endswith(".cc"):
             return tok.dep_ == "cc"
         if cls.endswith(".sub"):
-            return tok.dep_ in ("mark", "advmod", "prep") or tok.pos_ == "SCONJ"
+            return tok.dep_ == "mark"
         at_clause_start = i == 0 or doc[i - 1].text in (",", ";", ":", "--")
         return at_clause_start and (" " in marker or tok.dep_ in CLAUSE_INITIAL_DEPS)
 
@@ -209,6 +209,15 @@ def _words(number: str) -> str:
     return num2words(value).replace(",", "")
 
 
+def _is_year(tok: Token) -> bool:
+    """A bare four-digit number that reads as a year (a DATE, or after a preposition, not counting a noun)."""
+    text = tok.text
+    if not (text.isdigit() and len(text) == 4 and 1100 <= int(text) < 2100):
+        return False
+    counts_noun = tok.dep_ == "nummod" and tok.head.tag_ == "NNS"
+    return not counts_noun and (tok.ent_type_ == "DATE" or tok.i > 0 and tok.doc[tok.i - 1].pos_ in ("ADP", "PUNCT"))
+
+
 def _spell(tok: Token) -> str | None:
     from num2words import num2words
 
@@ -221,7 +230,7 @@ def _spell(tok: Token) -> str | None:
     if m := ORDINAL.match(text):
         return num2words(int(m.group(1)), to="ordinal")
     if NUMBER.match(text):
-        if tok.ent_type_ == "DATE" and text.isdigit() and len(text) == 4 and 1100 <= int(text) < 2100:
+        if _is_year(tok):
             return num2words(int(text), to="year")
         return _words(text)
     return None
@@ -250,9 +259,8 @@ class NumericToWord(Augmentation):
                 edits.delete(prev.i)
                 words += f" {one if words == 'one' else many}"
             if nxt is not None and nxt.text == "%":
-                edits.replace(nxt.i, "percent")
-                edits.replace(tok.i, words)
-                continue
+                edits.delete(nxt.i)
+                words += " percent"
             edits.replace(tok.i, words)
         if not edits:
             return None

@@ -58,9 +58,8 @@ def synonyms(lemma: str, pos: str) -> tuple[str, ...]:
     """WordNet synonyms of ``lemma`` for a spaCy POS, most frequent sense first, without the lemma."""
     wn = wordnet()
     out: list[str] = []
-    for synset in wn.synsets(lemma):
-        if synset.pos() not in WN_POS.get(pos, ()):
-            continue
+    senses = [s for s in wn.synsets(lemma) if s.pos() in WN_POS.get(pos, ())]
+    for synset in senses[:3]:  # the most frequent senses only, to stay close to the meaning
         for lem in synset.lemmas():
             word = _words(lem.name())
             if word.lower() != lemma.lower() and word not in out:

@@ -295,7 +295,7 @@ class _Negator:
         """Negate an auxiliary or the ROOT verb; False if ``tok`` cannot take a negation."""
         if tok.i in self.touched:
             return False
-        if tok.dep_ in ("aux", "auxpass"):
+        if tok.dep_ in ("aux", "auxpass") and tok.tag_ != "TO":
             if any(c.dep_ == "neg" for c in tok.head.children):
                 return False
             self.not_after(tok)

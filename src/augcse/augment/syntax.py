@@ -132,7 +132,9 @@ class Summarization(Augmentation):
 
 
 def _head_phrase(tok: Token) -> str:
-    parts = [c for c in tok.lefts if c.dep_ in ("compound", "flat")] + [tok]
+    """The head word, with its compound parts when it is a name ("Ujjal Dev Dosanjh")."""
+    parts = [c for c in tok.lefts if c.dep_ in ("compound", "flat") and c.pos_ == "PROPN"] if tok.pos_ == "PROPN" else []
+    parts.append(tok)
     return " ".join(t.text for t in parts)
 
 
@@ -250,7 +252,7 @@ class YodaPerturbation(Augmentation):
         root = _root(doc)
         subj = subject_of(root)
         comp = next((c for c in root.rights if c.dep_ in COMPLEMENT_DEPS), None)
-        if subj is None or comp is None or subj.i > root.i:
+        if subj is None or comp is None or subj.left_edge.i != 0 or comp.pos_ == "PRON":
             return None
         start, end = comp.left_edge.i, comp.right_edge.i
         while end > start and doc[end].is_punct:

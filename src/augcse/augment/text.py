@@ -45,7 +45,7 @@ class Edits:
 
         def push(word: str, space: bool, edited: bool = True) -> None:
             if edited and word[:1] in ATTACHED and pieces:
-                space, pieces[-1][1] = pieces[-1][1] or space, False
+                pieces[-1][1] = False
             pieces.append([word, space])
 
         for tok in self.doc:
@@ -56,7 +56,9 @@ class Edits:
             ws = bool(tok.whitespace_)
             if not body:
                 if pieces:
-                    pieces[-1][1] = pieces[-1][1] or ws
+                    nxt = self.doc[i + 1] if i + 1 < len(self.doc) else None
+                    closing = nxt is None or (nxt.is_punct and not nxt.is_left_punct)
+                    pieces[-1][1] = ws or (pieces[-1][1] and not closing)
                 continue
             post = self.post.get(i, [])
             push(body, ws if not post else True, edited=i in self.sub)

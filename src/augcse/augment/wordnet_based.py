@@ -20,10 +20,23 @@ def _form(tok: Token, lemma: str) -> str:
     return match_case(tok.text, word)
 
 
+def _standalone(tok: Token) -> bool:
+    """Not part of a hyphenated compound ("live-action")."""
+    doc = tok.doc
+    glued_next = not tok.whitespace_ and tok.i + 1 < len(doc) and doc[tok.i + 1].text in ("-", "/")
+    glued_prev = tok.i > 0 and not doc[tok.i - 1].whitespace_ and doc[tok.i - 1].text in ("-", "/")
+    return tok.is_alpha and not glued_next and not glued_prev
+
+
+def _plain(words: tuple[str, ...], max_words: int = 2) -> tuple[str, ...]:
+    """Lower-case entries of at most ``max_words`` words (drops proper names and long phrases)."""
+    return tuple(w for w in words if w.islower() and w.count(" ") < max_words)
+
+
 def _antonym_candidates(doc: Doc, pos: tuple[str, ...]) -> list[tuple[Token, tuple[str, ...]]]:
     out = []
     for tok in doc:
-        if tok.pos_ in pos and tok.tag_ in ("JJ", "RB") and tok.is_alpha:
+        if tok.pos_ in pos and tok.tag_ in ("JJ", "RB") and _standalone(tok):
             ants = antonyms(tok.lemma_.lower(), tok.pos_)
             if ants:
                 out.append((tok, ants))
@@ -76,8 +89,8 @@ class _RelatedNoun(Augmentation):
     defaults = {"p": 0.5}
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        cands = [(t, r) for t in doc if t.pos_ == "NOUN" and t.is_alpha
-                 for r in [related_nouns(t.lemma_.lower(), self.relation)] if r]
+        cands = [(t, r) for t in doc if t.pos_ == "NOUN" and _standalone(t)
+                 for r in [_plain(related_nouns(t.lemma_.lower(), self.relation))] if r]
         if not cands:
             return None
         chosen = [c for c in cands if rng.random() < self.params["p"]] or [rng.choice(cands)]
@@ -122,8 +135,8 @@ class SynonymSubstitution(Augmentation):
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
         cands = []
         for tok in doc:
-            if tok.pos_ in SYNONYM_POS and tok.is_alpha and not tok.is_stop and tok.lemma_.lower() != "be":
-                syns = synonyms(tok.lemma_.lower(), tok.pos_)
+            if tok.pos_ in SYNONYM_POS and _standalone(tok) and not tok.is_stop and tok.lemma_.lower() != "be":
+                syns = _plain(synonyms(tok.lemma_.lower(), tok.pos_), 1 if tok.pos_ == "VERB" else 2)
                 if syns:
                     cands.append((tok, syns))
         if not cands:
