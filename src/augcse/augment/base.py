@@ -121,7 +121,6 @@ def clean_output(original: str, rewritten: str | None) -> str:
     """Never return an empty or whitespace-only string: fall back to the original."""
     if rewritten is None:
         return original
-    rewritten = " ".join(rewritten.split()) if rewritten != original else rewritten
     return rewritten if rewritten.strip() else original
 
 

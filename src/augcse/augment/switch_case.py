@@ -63,7 +63,8 @@ class SwitchCase(Augmentation):
             return "none"
         if len(before) == len(after) and before[1:] == after[1:]:
             return "substitution"
-        return "retokenization" if _switch_back(after[0]) in self.tokenizer.get_vocab() else "none"
+        vocab = self.tokenizer.get_vocab()
+        return "retokenization" if all(p in vocab for p in _switch_back(after)) else "none"
 
     def _chosen(self, words: list[str], rng: random.Random) -> list[int]:
         mode = self.params["mode"]
@@ -101,15 +102,22 @@ class SwitchCase(Augmentation):
             tokens: list[str] = []
             for i, word in enumerate(words):
                 if i in chosen:
-                    pieces = self._pieces(switch(word), i == 0)
-                    tokens += [_switch_back(pieces[0])] + pieces[1:]
+                    tokens += _switch_back(self._pieces(switch(word), i == 0))
                 else:
                     tokens += self._pieces(word, i == 0)
             out.append(self.tokenizer.convert_tokens_to_ids(tokens))
         return out
 
 
-def _switch_back(piece: str) -> str:
-    """Flip the case of the first letter inside a sub-token (after a BPE space marker)."""
-    k = next((j for j, ch in enumerate(piece) if ch.isalpha()), None)
-    return piece if k is None else piece[:k] + switch(piece[k:])
+SPACE_MARKERS = "\u0120\u2581"  # byte-level BPE "Ġ" and SentencePiece "▁"
+
+
+def _switch_back(pieces: list[str]) -> list[str]:
+    """Flip back the case of the word's first letter inside its sub-tokens, keeping the split."""
+    out = list(pieces)
+    for n, piece in enumerate(out):
+        k = next((j for j, ch in enumerate(piece) if ch.isalpha() and ch not in SPACE_MARKERS), None)
+        if k is not None:
+            out[n] = piece[:k] + switch(piece[k:])
+            break
+    return out
