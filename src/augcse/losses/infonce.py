@@ -55,7 +55,8 @@ def cosine_matrix(a: Tensor, b: Tensor) -> Tensor:
 
 
 def _block_logits(
-    queries: Tensor, block: KeyBlock, temperature: float, query_ids: Tensor | None, distributed: bool
+    queries: Tensor, block: KeyBlock, temperature: float, query_ids: Tensor | None, distributed: bool,
+    positive: bool = False,
 ) -> Tensor:
     rows = queries.size(0)
     pattern = block.pattern
@@ -85,7 +86,8 @@ def _block_logits(
     if block.key_ids is not None and query_ids is not None:
         key_ids = gather(block.key_ids) if (distributed and block.gather) else block.key_ids
         same = query_ids.unsqueeze(1) == key_ids.unsqueeze(0)
-        same[row_index, cols] = False  # never mask the positive itself
+        if positive:
+            same[row_index, cols] = False  # never mask the positive itself
         logits = logits.masked_fill(same, float("-inf"))
     return logits
 
@@ -108,7 +110,10 @@ def info_nce(
     first = blocks[0]
     if first.pattern == "offdiag":
         raise ValueError("the positive block cannot be 'offdiag' (it would hide the positive)")
-    logits = torch.cat([_block_logits(queries, b, temperature, query_ids, distributed) for b in blocks], dim=1)
+    logits = torch.cat(
+        [_block_logits(queries, b, temperature, query_ids, distributed, positive=i == 0) for i, b in enumerate(blocks)],
+        dim=1,
+    )
     rows = queries.size(0)
     if first.pattern == "diag" or isinstance(first.pattern, Tensor):
         target = torch.zeros(rows, dtype=torch.long, device=queries.device)

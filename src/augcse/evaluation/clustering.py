@@ -1,0 +1,134 @@
+"""Short-text clustering (VaSCL §4.2, Table 2): K-means on frozen embeddings, Hungarian-matched accuracy.
+
+Tasks (suite ``"clustering"``; files ``clustering/<file>.csv`` with columns ``text,label``):
+AgNews, SearchSnippets, StackOverflow, Biomedical, Tweet, GoogleNews-TS, GoogleNews-T, GoogleNews-S.
+VaSCL's table has a single GoogleNews column (11.1K texts, i.e. the title+snippet set, GoogleNews-TS);
+T and S are the other two views of the same corpus used by SCCL.
+
+Protocol, as in VaSCL's public evaluation code: scikit-learn ``KMeans`` with the true number of
+clusters, ``n_init=10``, on the embeddings as the model outputs them (no extra normalisation), one
+run per seed 0..9; each run's accuracy uses the one-to-one cluster→class assignment that maximises
+agreement (Hungarian algorithm, :func:`scipy.optimize.linear_sum_assignment`). Metrics (×100):
+``acc`` (main), ``acc_std``, ``nmi``, ``nmi_std``, means and standard deviations over the runs.
+Fast mode: 3 seeds and ``n_init=3``.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.cluster import KMeans
+from sklearn.metrics import normalized_mutual_info_score
+from threadpoolctl import threadpool_limits
+
+from augcse.assets import resolve_data
+from augcse.evaluation.tasks import Encoder, Task, register_task
+
+RUNS, RUNS_FAST = 10, 3
+N_INIT, N_INIT_FAST = 10, 3
+
+
+def contingency(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+    """Counts ``C[p, t]`` of items predicted in cluster p with true class t (both 0-based ints)."""
+    y_true, y_pred = np.asarray(y_true, dtype=np.int64), np.asarray(y_pred, dtype=np.int64)
+    size = int(max(y_true.max(initial=0), y_pred.max(initial=0))) + 1
+    counts = np.zeros((size, size), dtype=np.int64)
+    np.add.at(counts, (y_pred, y_true), 1)
+    return counts
+
+
+def hungarian_mapping(y_true: np.ndarray, y_pred: np.ndarray) -> dict[int, int]:
+    """The cluster→class assignment maximising the number of agreeing items."""
+    counts = contingency(y_true, y_pred)
+    rows, cols = linear_sum_assignment(counts, maximize=True)
+    return dict(zip(rows.tolist(), cols.tolist()))
+
+
+def cluster_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Accuracy in [0, 1] after the best one-to-one relabelling of clusters (1.0 for any permutation)."""
+    counts = contingency(y_true, y_pred)
+    rows, cols = linear_sum_assignment(counts, maximize=True)
+    return float(counts[rows, cols].sum() / max(len(y_true), 1))
+
+
+def aligned_confusion(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+    """Confusion matrix ``M[true, matched cluster]``: clusters reordered so the diagonal is the matching."""
+    counts = contingency(y_true, y_pred)  # [pred, true]
+    mapping = hungarian_mapping(y_true, y_pred)
+    n_classes = int(np.max(y_true)) + 1
+    out = np.zeros((n_classes, n_classes), dtype=np.int64)
+    for cluster, klass in mapping.items():
+        if klass < n_classes:
+            out[:, klass] += counts[cluster, :n_classes]
+    return out
+
+
+def kmeans_labels(embeddings: np.ndarray, n_clusters: int, seed: int, n_init: int = N_INIT) -> np.ndarray:
+    """One K-means run (Lloyd, k-means++ init) with a fixed seed."""
+    with threadpool_limits(limits=1):  # small dense problems; extra threads only contend on a shared machine
+        return KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit_predict(embeddings)
+
+
+def clustering_scores(
+    embeddings: np.ndarray, labels: np.ndarray, seeds: list[int], n_init: int = N_INIT
+) -> dict[str, float]:
+    """Mean/std of accuracy and NMI (×100) over one K-means run per seed."""
+    k = int(np.unique(labels).size)
+    acc, nmi = [], []
+    for seed in seeds:
+        pred = kmeans_labels(embeddings, k, seed, n_init)
+        acc.append(100 * cluster_accuracy(labels, pred))
+        nmi.append(100 * normalized_mutual_info_score(labels, pred))
+    return {
+        "acc": float(np.mean(acc)),
+        "acc_std": float(np.std(acc)),
+        "nmi": float(np.mean(nmi)),
+        "nmi_std": float(np.std(nmi)),
+    }
+
+
+def read_labelled_csv(relpath: str, data_dir: Path | None) -> tuple[list[str], np.ndarray, list[str]]:
+    """``text,label`` CSV -> texts, 0-based int labels, label names (sorted)."""
+    with open(resolve_data(relpath, data_dir), encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    names, labels = np.unique([r["label"] for r in rows], return_inverse=True)
+    return [r["text"] for r in rows], labels.astype(np.int64), [str(n) for n in names]
+
+
+class ClusteringTask(Task):
+    """One short-text clustering set."""
+
+    suites = ("clustering",)
+    main_metric = "acc"
+
+    def __init__(self, name: str, relpath: str) -> None:
+        self.name, self.relpath = name, relpath
+
+    def load(self, data_dir: Path | None) -> dict[str, Any]:
+        texts, labels, names = read_labelled_csv(self.relpath, data_dir)
+        return {"texts": texts, "labels": labels, "names": names}
+
+    def sentences(self, data: dict[str, Any]) -> list[str]:
+        return data["texts"]
+
+    def evaluate(self, encode: Encoder, data: dict[str, Any], fast: bool = False, seed: int = 0) -> dict[str, float]:
+        runs, n_init = (RUNS_FAST, N_INIT_FAST) if fast else (RUNS, N_INIT)
+        seeds = [seed + i for i in range(runs)]
+        return clustering_scores(encode(data["texts"]), data["labels"], seeds, n_init)
+
+
+for _name, _file in (
+    ("AgNews", "agnews"),
+    ("SearchSnippets", "searchsnippets"),
+    ("StackOverflow", "stackoverflow"),
+    ("Biomedical", "biomedical"),
+    ("Tweet", "tweet"),
+    ("GoogleNews-TS", "googlenews_ts"),
+    ("GoogleNews-T", "googlenews_t"),
+    ("GoogleNews-S", "googlenews_s"),
+):
+    register_task(ClusteringTask(_name, f"clustering/{_file}.csv"))

@@ -1,0 +1,156 @@
+"""VaSCL (Zhang et al., Findings ACL 2022): in-batch neighbours and a virtual augmentation in embedding space.
+
+Besides SimCSE-style instance discrimination of two dropout views (NT-Xent over 2B rows), each sentence
+gets a *virtual* view ``e_i + δ_i``: the point within ‖δ‖ ≤ Δ of its embedding that is hardest to tell
+apart from its K nearest in-batch neighbours. The neighbourhood loss then pulls that point back to the
+sentence while pushing the neighbours (clean and virtual) away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from sentence_transformers.base.losses.merged_forward import embed_columns
+
+from augcse.losses.base import ContrastiveLoss
+from augcse.losses.infonce import KeyBlock, info_nce
+
+
+def nearest_neighbours(embeddings: Tensor, k: int) -> Tensor:
+    """Indices ``(B, k)`` of each row's k most similar other rows by unnormalised dot product (self excluded)."""
+    k = min(k, embeddings.size(0) - 1)
+    if k < 1:
+        raise ValueError("VaSCL's neighbourhood needs a batch of at least 2 sentences")
+    with torch.no_grad():
+        scores = embeddings @ embeddings.T
+        scores.fill_diagonal_(float("-inf"))
+        return scores.topk(k, dim=1).indices
+
+
+class VaSCLLoss(ContrastiveLoss):
+    """Instance NT-Xent over both dropout views plus the augmented-neighbourhood loss (paper Eq. 5–6)::
+
+        L = (1/2B) Σ_i [ ℓ_B(z_i, z_i') + ℓ_B(z_i', z_i) + ℓ_{N_A(i)}(z_i, z_i*) + ℓ_{N_A(i)}(z_i*, z_i) ]
+
+    ``ℓ_B`` has the other 2B−2 views as negatives; ``ℓ_{N_A(i)}`` has the K neighbours of i (by the dot
+    product of the pooled embeddings ``e`` of view 1) in both their clean and virtual forms. The virtual
+    view ``z_i* = h(e_i + δ_i)`` takes, like the authors' code, one normalised gradient step from a random
+    uniform direction: ``g = ∇_d ℓ_N(h(e + ξ d), h(e))``, ``δ = Δ · g/‖g‖`` (so ‖δ‖ = Δ exactly), computed
+    with :func:`torch.autograd.grad` so no parameter gradient is touched.
+
+    Args:
+        model: SentenceTransformer to train.
+        topk: K neighbours (code default 16; the paper does not give it).
+        eps: Δ, the perturbation norm (15 for RoBERTa-base/DistilRoBERTa, 30 for RoBERTa-large).
+        xi: probe magnitude ξ of the random start; ``None`` uses Δ, as the code does.
+        detach: ``True`` (code default) computes the neighbourhood loss on detached embeddings, so it trains
+            only the head; ``False`` trains the encoder end to end, as the paper's Eq. 6 reads.
+        temperature: τ (0.05, code default).
+        head: train-only head; ``vascl`` is Linear(d,d) → ReLU → Linear(d,128), no biases. Give it its own
+            learning rate with ``training.learning_rate_mapping: {"head\\\\.": 5.0e-4}``.
+
+    References:
+        - Zhang, Xiao, Zhu, Ma, Arnold. Virtual Augmentation Supported Contrastive Learning of Sentence
+          Representations. Findings of ACL 2022, Eq. 1–6, App. A.
+
+    Inputs:
+        +------------+--------+
+        | Texts      | Labels |
+        +============+========+
+        | (anchor,)  | none   |
+        +------------+--------+
+
+    Relations:
+        - The instance term alone is NT-Xent (SimCLR) over SimCSE's two dropout views.
+        - The neighbourhood term is :func:`~augcse.losses.infonce.info_nce` with per-row key subsets.
+
+    Example:
+        ::
+
+            from datasets import Dataset
+            from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+            from augcse.losses import VaSCLLoss
+
+            model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
+            train = Dataset.from_dict({"anchor": ["The cat sleeps.", "It rains.", "Dogs bark.", "A man runs."]})
+            loss = VaSCLLoss(model, topk=2, eps=1.0)
+            SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
+    """
+
+    def __init__(self, model, topk: int = 16, eps: float = 15.0, xi: float | None = None, detach: bool = True,
+                 temperature: float = 0.05, head: str | None = "vascl", gather_across_devices: bool = True) -> None:
+        super().__init__(model, temperature, head, gather_across_devices)
+        if eps <= 0:
+            raise ValueError(f"eps (Δ) must be > 0, got {eps}")
+        self.topk = int(topk)
+        self.eps = float(eps)
+        self.xi = None if xi is None else float(xi)
+        self.detach = detach
+
+    def default_inputs(self) -> list[str]:
+        return ["anchor", "~anchor"]
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+        features = list(sentence_features)
+        pooled = embed_columns(self.model, [features[0], features[0]], separate_first=False)
+        return self.loss_from_pooled(pooled, labels)
+
+    def loss_from_pooled(self, pooled: Sequence[Tensor], labels: Tensor | None = None, features=None) -> dict[str, Tensor]:
+        """The loss from the encoder's pooled embeddings ``[e, e']`` (the head and the perturbation run here)."""
+        e1, e2 = pooled
+        z1, z2 = torch.split(self.head(torch.cat([e1, e2])), [e1.size(0), e2.size(0)])
+        instance = self.instance_loss(z1, z2)
+        neighbours = nearest_neighbours(e1, self.topk)
+        base = e1.detach() if self.detach else e1
+        delta = self.virtual_perturbation(base, neighbours)
+        clean, virtual = torch.split(self.head(torch.cat([base, base + delta])), [base.size(0)] * 2)
+        return {"instance": instance, "neighbourhood": self.neighbourhood_loss(clean, virtual, neighbours)}
+
+    def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
+        """Same as :meth:`loss_from_pooled`: VaSCL perturbs *before* the head, so it takes pooled embeddings."""
+        return self.loss_from_pooled(embeddings, labels)
+
+    def instance_loss(self, z1: Tensor, z2: Tensor) -> Tensor:
+        """NT-Xent (paper Eq. 1) averaged over the 2B rows: partner view positive, all other views negative."""
+        g = self.gather_across_devices
+        forward = info_nce(z1, [KeyBlock(z2, gather=g), KeyBlock(z1, "offdiag", gather=g)], self.temperature)
+        backward = info_nce(z2, [KeyBlock(z1, gather=g), KeyBlock(z2, "offdiag", gather=g)], self.temperature)
+        return (forward + backward) / 2
+
+    def probe_loss(self, e: Tensor, delta: Tensor, neighbours: Tensor) -> Tensor:
+        """ℓ_N (paper Eq. 2): the perturbed view h(e+δ) against h(e) and the clean neighbours h(e_k)."""
+        with torch.no_grad():
+            anchors = self.head(e)
+        perturbed = self.head(e + delta)
+        blocks = [KeyBlock(anchors, "diag"), KeyBlock(anchors, neighbours)]
+        return info_nce(perturbed, blocks, self.temperature)
+
+    def virtual_perturbation(self, e: Tensor, neighbours: Tensor) -> Tensor:
+        """δ* ≈ argmax_{‖δ‖=Δ} ℓ_N: one normalised gradient step from a random uniform direction (no grad)."""
+        e = e.detach()
+        direction = F.normalize(torch.rand_like(e) - 0.5, dim=-1).requires_grad_(True)
+        with torch.enable_grad():
+            loss = self.probe_loss(e, (self.xi if self.xi is not None else self.eps) * direction, neighbours)
+            (grad,) = torch.autograd.grad(loss, direction)
+        return self.eps * F.normalize(grad, dim=-1).detach()
+
+    def neighbourhood_loss(self, clean: Tensor, virtual: Tensor, neighbours: Tensor) -> Tensor:
+        """ℓ_{N_A} both ways (paper Eq. 5): the partner positive, the K neighbours' clean and virtual views negative."""
+        negatives = [KeyBlock(clean, neighbours), KeyBlock(virtual, neighbours)]
+        to_virtual = info_nce(clean, [KeyBlock(virtual, "diag"), *negatives], self.temperature)
+        to_clean = info_nce(virtual, [KeyBlock(clean, "diag"), *negatives], self.temperature)
+        return (to_virtual + to_clean) / 2
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {**super().get_config_dict(), "topk": self.topk, "eps": self.eps, "xi": self.xi, "detach": self.detach}
+
+    @property
+    def citation(self) -> str:
+        return ("@inproceedings{zhang2022vascl, title={Virtual Augmentation Supported Contrastive Learning of "
+                "Sentence Representations}, author={Zhang, Dejiao and Xiao, Wei and Zhu, Henghui and Ma, Xiaofei "
+                "and Arnold, Andrew O.}, booktitle={Findings of ACL}, year={2022}}")

@@ -1,0 +1,186 @@
+"""CARDS' retrieved hard negatives: nearest corpus sentences under the starting model, mined once and cached.
+
+The index holds the deduplicated corpus (sentences of at least ``min_words`` words), each encoded once by
+the model *before* training (mean pooling of the token embeddings, L2-normalised, so inner product is
+cosine) in an exact Faiss ``IndexFlatIP``. Every training sentence gets its top-k neighbours with itself
+and exact duplicates (equal after whitespace normalisation) excluded. CARDS found that refreshing the
+index during training does not help (false negatives), so it never changes; it is cached on disk under
+a key of the corpus, the queries, the model and k, and reused by every run that shares them.
+
+Per step, each anchor's negative is drawn from its list by a registered sampler (``R_uniform`` default,
+``R_top``, ``D_uniform``; CARDS Fig. 3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+def normalise(text: str) -> str:
+    """The duplicate key: whitespace collapsed, ends stripped."""
+    return " ".join(text.split())
+
+
+def dedupe_corpus(texts: Sequence[str], min_words: int = 3) -> list[str]:
+    """Unique sentences (by :func:`normalise`) of at least ``min_words`` words, in first-seen order."""
+    seen: set[str] = set()
+    out = []
+    for text in texts:
+        key = normalise(text)
+        if len(key.split()) >= min_words and key not in seen:
+            seen.add(key)
+            out.append(text)
+    return out
+
+
+def model_fingerprint(model) -> str:
+    """A short hash of the model's identity: its class, parameter shapes and a sample of its weights."""
+    digest = hashlib.sha256(type(model).__name__.encode())
+    params = list(model.state_dict().items())
+    for name, tensor in params:
+        digest.update(f"{name}:{tuple(tensor.shape)}".encode())
+    for _, tensor in params[:2] + params[-2:]:
+        digest.update(tensor.detach().float().cpu().numpy().tobytes()[:1 << 20])
+    return digest.hexdigest()[:16]
+
+
+def _texts_hash(texts: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def mean_pooled(model, texts: Sequence[str], batch_size: int = 128) -> np.ndarray:
+    """Mean of the token embeddings under ``model`` (its own pooler aside), L2-normalised, float32."""
+    import torch
+
+    vectors = []
+    for start in range(0, len(texts), batch_size):
+        tokens = model.encode(list(texts[start:start + batch_size]), output_value="token_embeddings",
+                              batch_size=batch_size, convert_to_numpy=False)
+        vectors += [t.float().mean(0) for t in tokens]
+    matrix = torch.stack(vectors).cpu().numpy().astype(np.float32)
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+
+
+@dataclass
+class Neighbours:
+    """Top-k index neighbours of each query sentence: ``ids[q]`` into ``index_texts``, hardest first."""
+
+    index_texts: list[str]
+    queries: list[str]
+    ids: np.ndarray  # (n_queries, k) int64
+    scores: np.ndarray  # (n_queries, k) float32 cosine
+
+    def row_of(self) -> dict[str, int]:
+        return {text: row for row, text in enumerate(self.queries)}
+
+
+def build_neighbours(corpus: Sequence[str], queries: Sequence[str], model, k: int, cache_dir: str | Path,
+                     min_words: int = 3, batch_size: int = 128) -> Neighbours:
+    """Mine (or load from ``cache_dir``) the top-k neighbours of ``queries`` in the deduplicated ``corpus``."""
+    import faiss
+
+    index_texts = dedupe_corpus(corpus, min_words)
+    queries = list(dict.fromkeys(queries))
+    if len(index_texts) < 2:
+        raise ValueError(f"the retrieval corpus has {len(index_texts)} sentence(s) of ≥ {min_words} words; need more")
+    key = hashlib.sha256(json.dumps({"corpus": _texts_hash(index_texts), "queries": _texts_hash(queries),
+                                     "model": model_fingerprint(model), "k": k, "min_words": min_words}
+                                    ).encode()).hexdigest()[:20]
+    folder = Path(cache_dir) / key
+    if (folder / "neighbours.npz").is_file():
+        saved = np.load(folder / "neighbours.npz")
+        logger.info("retrieval: reusing the cached neighbour lists in %s", folder)
+        return Neighbours(index_texts, queries, saved["ids"], saved["scores"])
+
+    vectors = mean_pooled(model, index_texts, batch_size)
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    index.add(vectors)
+    position = {normalise(t): i for i, t in enumerate(index_texts)}
+    missing = [q for q in queries if normalise(q) not in position]
+    extra = mean_pooled(model, missing, batch_size) if missing else np.zeros((0, vectors.shape[1]), np.float32)
+    extra_row = {q: i for i, q in enumerate(missing)}
+    query_vectors = np.stack([vectors[position[normalise(q)]] if q not in extra_row else extra[extra_row[q]]
+                              for q in queries]) if queries else vectors[:0]
+    k_eff = min(k, len(index_texts) - 1)
+    scores, ids = index.search(query_vectors, min(k_eff + 2, len(index_texts)))
+    out_ids = np.full((len(queries), k_eff), -1, dtype=np.int64)
+    out_scores = np.zeros((len(queries), k_eff), dtype=np.float32)
+    for row, query in enumerate(queries):
+        own = normalise(query)
+        kept = [(i, s) for i, s in zip(ids[row], scores[row]) if i >= 0 and normalise(index_texts[i]) != own]
+        if len(kept) < k_eff:  # ties pushed the candidates out: search this row more widely
+            wide_scores, wide_ids = index.search(query_vectors[row:row + 1], len(index_texts))
+            kept = [(i, s) for i, s in zip(wide_ids[0], wide_scores[0]) if normalise(index_texts[i]) != own]
+        kept = kept[:k_eff]
+        out_ids[row, :len(kept)] = [i for i, _ in kept]
+        out_scores[row, :len(kept)] = [s for _, s in kept]
+    folder.mkdir(parents=True, exist_ok=True)
+    faiss.write_index(index, str(folder / "index.faiss"))
+    np.savez(folder / "neighbours.npz", ids=out_ids, scores=out_scores)
+    (folder / "meta.json").write_text(json.dumps({"index_size": len(index_texts), "queries": len(queries),
+                                                  "k": k_eff, "min_words": min_words}))
+    logger.info("retrieval: indexed %d sentences, top-%d for %d queries, cached in %s",
+                len(index_texts), k_eff, len(queries), folder)
+    return Neighbours(index_texts, queries, out_ids, out_scores)
+
+
+# --------------------------------------------------------------------------- sampling (CARDS Fig. 3)
+
+Sampler = Callable[[np.random.Generator, np.ndarray, int, int], np.ndarray]
+
+
+def r_uniform(rng: np.random.Generator, row: np.ndarray, index_size: int, s: int) -> np.ndarray:
+    """s of the k retrieved neighbours, uniformly without replacement (the default)."""
+    valid = row[row >= 0]
+    return rng.choice(valid, size=s, replace=len(valid) < s)
+
+
+def r_top(rng: np.random.Generator, row: np.ndarray, index_size: int, s: int) -> np.ndarray:
+    """The s hardest neighbours."""
+    valid = row[row >= 0]
+    return valid[np.arange(s) % len(valid)]
+
+
+def d_uniform(rng: np.random.Generator, row: np.ndarray, index_size: int, s: int) -> np.ndarray:
+    """s sentences uniformly from the whole index (the caller rejects the sentence itself)."""
+    return rng.integers(0, index_size, size=s)
+
+
+SAMPLERS: dict[str, Sampler] = {"R_uniform": r_uniform, "R_top": r_top, "D_uniform": d_uniform}
+
+
+class NegativeSampler:
+    """Draws each query's negatives afresh on every call, never the query itself or an exact duplicate."""
+
+    def __init__(self, neighbours: Neighbours, sampling: str = "R_uniform", s: int = 1, seed: int = 0) -> None:
+        if sampling not in SAMPLERS:
+            raise ValueError(f"unknown sampling {sampling!r}; choose one of {', '.join(SAMPLERS)}")
+        self.neighbours = neighbours
+        self.sample = SAMPLERS[sampling]
+        self.s = s
+        self.rng = np.random.default_rng(seed)
+        self.row = neighbours.row_of()
+        self.keys = [normalise(t) for t in neighbours.index_texts]
+
+    def __call__(self, query: str) -> list[str]:
+        row = self.neighbours.ids[self.row[query]]
+        own = normalise(query)
+        picks = self.sample(self.rng, row, len(self.keys), self.s)
+        out = []
+        for pick in picks:
+            while self.keys[pick] == own:  # only D_uniform can land on the query itself
+                pick = self.rng.integers(0, len(self.keys))
+            out.append(self.neighbours.index_texts[pick])
+        return out
