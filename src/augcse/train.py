@@ -184,10 +184,13 @@ def restore_loss_state(loss: torch.nn.Module, checkpoint: Path) -> None:
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    found = get_last_checkpoint(str(run_dir)) if run_dir.is_dir() else None
-    return Path(found) if found else None
+    """The newest *complete* checkpoint: a process killed while saving leaves a folder without the
+    files written last (the trainer state, then the loss state), which is skipped."""
+    complete = [
+        path for path in run_dir.glob("checkpoint-*")
+        if path.name.split("-")[-1].isdigit() and (path / "trainer_state.json").is_file() and (path / LOSS_STATE).is_file()
+    ]
+    return max(complete, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
 # --------------------------------------------------------------------------- reporting

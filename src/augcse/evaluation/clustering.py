@@ -9,7 +9,7 @@ Protocol, as in VaSCL's public evaluation code: scikit-learn ``KMeans`` with the
 clusters, ``n_init=10``, on the embeddings as the model outputs them (no extra normalisation), one
 run per seed 0..9; each run's accuracy uses the one-to-one cluster→class assignment that maximises
 agreement (Hungarian algorithm, :func:`scipy.optimize.linear_sum_assignment`). Metrics (×100):
-``acc`` (main), ``acc_std``, ``nmi``, ``nmi_std``, means and standard deviations over the runs.
+``acc`` (main), ``acc_std``, ``nmi``, ``nmi_std``, means and sample standard deviations over the runs.
 Fast mode: 3 seeds and ``n_init=3``.
 """
 
@@ -85,9 +85,9 @@ def clustering_scores(
         nmi.append(100 * normalized_mutual_info_score(labels, pred))
     return {
         "acc": float(np.mean(acc)),
-        "acc_std": float(np.std(acc)),
+        "acc_std": float(np.std(acc, ddof=1)) if len(acc) > 1 else 0.0,
         "nmi": float(np.mean(nmi)),
-        "nmi_std": float(np.std(nmi)),
+        "nmi_std": float(np.std(nmi, ddof=1)) if len(nmi) > 1 else 0.0,
     }
 
 

@@ -1,0 +1,185 @@
+"""End-to-end training on a tiny model: run directory, export, exact resume after SIGKILL, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from augcse.assets import AssetError
+from augcse.recipes.config import RecipeError, load_recipe
+
+
+def write_recipe(path: Path, backbone: Path, corpus: Path, out: Path, **extra) -> Path:
+    recipe = {
+        "name": "tiny",
+        "seed": 7,
+        "output_dir": str(out),
+        "model": {"backbone": str(backbone), "pooler": "cls", "max_seq_length": 16},
+        "data": {"corpus": str(corpus), "limit": 96},
+        "loss": {"name": "simcse", "params": {"temperature": 0.05}},
+        "eval": {"dev": "STSBenchmark-dev-original", "before": None, "after": "STSBenchmark-original"},
+        "training": {"per_device_train_batch_size": 8, "max_steps": 8, "eval_steps": 4, "logging_steps": 1,
+                     "learning_rate": 1e-3},
+    }
+    for key, value in extra.items():
+        section, name = key.split("__")
+        recipe[section][name] = value
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+@pytest.fixture()
+def corpus(tmp_path, data_dir) -> Path:
+    lines = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:120]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def augcse(*args: str, cwd: Path, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "augcse.cli", *args], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=600, **kwargs)
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_train_writes_run_directory_and_exports(tmp_path, tiny_model_dir, corpus, data_dir):
+    from sentence_transformers import SentenceTransformer
+
+    from augcse.encode import encode, load_model
+
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, corpus, tmp_path / "runs")
+    augcse("train", str(recipe), "--data-dir", str(data_dir), cwd=tmp_path)
+    run = tmp_path / "runs" / "tiny"
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    losses = [r for r in log if "contrastive" in r]
+    evals = [r for r in log if "eval_dev_score" in r]
+    assert len(losses) == 8 and all(np.isfinite(r["contrastive"]) for r in losses)
+    assert [r["step"] for r in evals] == [4, 8]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["best_step"] in (4, 8) and summary["corpus_stats"]["kept"] == 96
+    assert "STSBenchmark-original" in json.loads((run / "eval.json").read_text())["after"]
+    resolved = yaml.safe_load((run / "recipe.yaml").read_text())
+    assert resolved["loss"]["name"] == "simcse" and resolved["training"]["max_steps"] == 8
+    # the export: plain SentenceTransformer, no train-only head, same embeddings as `augcse encode`
+    final = run / "final"
+    sentences = ["A man is playing a guitar.", "Stocks fell sharply on Monday."]
+    plain = SentenceTransformer(str(final)).encode(sentences)
+    ours = encode(load_model(str(final)), sentences)
+    np.testing.assert_allclose(plain, ours, atol=1e-5)
+    (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n")
+    augcse("encode", str(final), str(tmp_path / "in.txt"), "--out", str(tmp_path / "e.npy"), cwd=tmp_path)
+    np.testing.assert_allclose(np.load(tmp_path / "e.npy"), plain, atol=1e-5)
+    assert [type(m).__name__ for m in SentenceTransformer(str(final))] == ["Transformer", "Pooling"]  # no MLP
+    card = (final / "README.md").read_text()
+    assert "augcse training recipe" in card and "STSBenchmark-original" in card
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path, tiny_model_dir, corpus, data_dir):
+    common = dict(eval__dev=None, eval__after=None,
+                  training__max_steps=12, training__save_steps=3, training__save_strategy="steps")
+    straight = write_recipe(tmp_path / "a.yaml", tiny_model_dir, corpus, tmp_path / "a", **common)
+    augcse("train", str(straight), cwd=tmp_path)
+
+    killed = write_recipe(tmp_path / "b.yaml", tiny_model_dir, corpus, tmp_path / "b", **common)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "augcse.cli", "train", str(killed)], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = tmp_path / "b" / "tiny" / "checkpoint-6" / "loss_state.pt"
+    deadline = time.time() + 300
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert marker.exists(), "the run should have reached its step-6 checkpoint before being killed"
+    assert not (tmp_path / "b" / "tiny" / "final").exists(), "killed before the end"
+    augcse("train", str(killed), "--resume", cwd=tmp_path)
+
+    a, b = _weights(tmp_path / "a" / "tiny" / "final"), _weights(tmp_path / "b" / "tiny" / "final")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=1e-6, msg=key)
+    log_a = [json.loads(l) for l in (tmp_path / "a/tiny/log.jsonl").read_text().splitlines() if "contrastive" in l]
+    log_b = [json.loads(l) for l in (tmp_path / "b/tiny/log.jsonl").read_text().splitlines() if "contrastive" in l]
+    by_step = {r["step"]: r["contrastive"] for r in log_b}
+    assert [by_step[r["step"]] for r in log_a] == pytest.approx([r["contrastive"] for r in log_a], rel=1e-5)
+
+
+def test_second_run_without_resume_is_refused(tmp_path, tiny_model_dir, corpus):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, corpus, tmp_path / "runs")
+    (tmp_path / "runs" / "tiny" / "checkpoint-3").mkdir(parents=True)
+    result = augcse("train", str(recipe), cwd=tmp_path, check=False)
+    assert result.returncode == 2 and "--resume" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.limt=5", "unknown recipe key 'data.limt'"),
+        ("training.learnin_rate=1e-5", "unknown recipe key 'training.learnin_rate'"),
+        ("training.learning_rate=-1", "must be a positive number"),
+        ("model.pooler=maxx", "unknown pooler 'maxx'"),
+        ("loss.name=simclr", "unknown loss 'simclr'"),
+        ("data.shuffle=maybe", "must be true or false"),
+    ],
+)
+def test_bad_recipes_are_refused_with_one_line(override, message):
+    with pytest.raises(RecipeError, match=message) as info:
+        load_recipe(name="quickstart", overrides=[override])
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_recipe_and_cli_error_line(tmp_path):
+    with pytest.raises(RecipeError, match="built-in recipes: .*quickstart"):
+        load_recipe(name="nope")
+    result = augcse("train", "--recipe", "quickstart", "data.limt=5", cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("augcse train: error: unknown recipe key 'data.limt'")
+
+
+def test_builtin_paper_recipes_resolve_and_start(tmp_path, tiny_model_dir, corpus, data_dir):
+    """The GPU recipes keep the paper's hyper-parameters; a local tiny folder stands in for the Hub name."""
+    for name in ("simcse-bert-base", "simcse-roberta-base"):
+        recipe = load_recipe(name=name)
+        assert recipe.model.pooler == "cls" and recipe.loss.params["temperature"] == 0.05
+    bert = load_recipe(name="simcse-bert-base")
+    assert bert.training["per_device_train_batch_size"] == 64 and bert.training["learning_rate"] == 3e-5
+    roberta = load_recipe(name="simcse-roberta-base")
+    assert roberta.training["per_device_train_batch_size"] == 512 and roberta.training["learning_rate"] == 1e-5
+    augcse("train", "--recipe", "simcse-bert-base", f"model.backbone={tiny_model_dir}", f"data.corpus={corpus}",
+           "data.limit=32", "training.max_steps=2", "training.per_device_train_batch_size=8", "training.fp16=false",
+           f"output_dir={tmp_path / 'runs'}", "eval.dev=null", "eval.before=null", "eval.after=null", cwd=tmp_path)
+    assert (tmp_path / "runs" / "simcse-bert-base" / "final" / "modules.json").is_file()
+
+
+def test_missing_model_and_missing_data_fail_clearly(tmp_path, monkeypatch):
+    from augcse.assets import resolve_data, resolve_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(AssetError, match="no local folder, no packaged copy"):
+        resolve_model("someone/not-a-model")
+    with pytest.raises(AssetError, match="does not exist"):
+        resolve_model(str(tmp_path / "missing-folder"))
+    monkeypatch.setenv("AUGCSE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(AssetError, match=r"data file 'transfer/MR/rt-polarity.pos' not found; tried: data directory"):
+        resolve_data("transfer/MR/rt-polarity.pos", tmp_path)
+    result = augcse("eval", str(tmp_path / "nope"), cwd=tmp_path, check=False)
+    assert result.returncode == 2 and "does not exist" in result.stderr.strip().splitlines()[-1]
