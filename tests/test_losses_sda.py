@@ -43,7 +43,8 @@ def test_margin_matches_equation_4_diag(tiny_st, views):
 
 def test_margin_moves_exactly_the_negation_logit(views):
     """Lowering only the negation logit by δ/τ by hand (an explicit logit row) equals the margin."""
-    h, hp, hn = views
+    h, hp, _ = views
+    hn = h + 0.1 * torch.randn(3, 5)  # a negation close to its anchor, so the margin matters
     delta = 0.3
     plain = torch.cat([F.normalize(h, dim=-1) @ F.normalize(hp, dim=-1).T / TAU,
                        F.cosine_similarity(h, hn).unsqueeze(1) / TAU], dim=1)

@@ -1,0 +1,52 @@
+"""Asset resolution order and the download path (tested with a local file:// URL, never the network)."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from augcse import assets
+
+
+def test_packaged_model_and_explicit_folder(minilm_path, tiny_model_dir):
+    assert assets.resolve_model("sentence-transformers/all-MiniLM-L6-v2") == str(minilm_path)
+    assert assets.resolve_model(str(tiny_model_dir)) == str(tiny_model_dir)
+    assert assets.describe_model("sentence-transformers/all-MiniLM-L6-v2").startswith("packaged copy")
+
+
+def test_data_dir_then_embedded_then_download(tmp_path, monkeypatch, data_dir):
+    monkeypatch.setenv("AUGCSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("AUGCSE_DATA", raising=False)
+    rel = "sts/original/STSBenchmark/stsbenchmark/sts-dev.csv"
+    assert assets.resolve_data(rel, data_dir) == data_dir / rel
+    embedded = assets.resolve_data(rel)  # no data directory: the copy shipped in the package
+    assert embedded.read_bytes() == (data_dir / rel).read_bytes()
+
+    archive = tmp_path / "release.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("inner/file.txt", "hello\n")
+    monkeypatch.setitem(assets.DOWNLOADS, "x/file.txt", assets.Download(archive.as_uri(), "inner/file.txt"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    got = assets.resolve_data("x/file.txt")
+    assert got.read_text() == "hello\n" and str(got).startswith(str(tmp_path / "cache"))
+
+
+def test_bad_data_dir_is_one_clear_line(tmp_path):
+    with pytest.raises(assets.AssetError, match="does not exist; fix --data-dir"):
+        assets.resolve_data("corpus/x.txt", tmp_path / "nowhere")
+
+
+def test_embedded_default_is_small_and_real():
+    sizes = sum(p.stat().st_size for p in assets.EMBEDDED_DIR.iterdir())
+    assert sizes < 5 * 1024 * 1024
+    corpus = assets.resolve_data("corpus/wiki_default.txt").read_text().splitlines()
+    assert 10_000 <= len(corpus) <= 20_000 and corpus[0].startswith("YMCA in South Australia")
+
+
+def test_assets_command_lists_everything(capsys, data_dir):
+    from augcse.cli import main
+
+    assert main(["assets", "--data-dir", str(data_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "packaged copy" in out and "embedded wiki_default.txt.gz" in out and "transfer" in out

@@ -1,0 +1,65 @@
+"""Bad corpus lines are skipped and counted by reason; they never stop a run."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from augcse.corpus import load_corpus, read_corpus
+
+
+def test_bad_lines_are_skipped_and_counted(tmp_path, data_dir):
+    real = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:20]
+    raw = b"\n".join(
+        [s.encode() for s in real[:10]]
+        + [b"", b"   \t ", b"\xff\xfe broken bytes \xc3\x28", b"x" * 600, real[0].encode(), b"one"]
+        + [s.encode() for s in real[10:]]
+    ) + b"\n"
+    path = tmp_path / "c.txt"
+    path.write_bytes(raw)
+    dataset, stats = load_corpus(path, dedupe=True, min_words=2, max_chars=500)
+    assert dataset.column_names == ["text"]
+    assert dataset["text"] == real
+    assert stats.read == 26 and stats.kept == 20
+    assert dict(stats.skipped) == {"empty": 1, "whitespace": 1, "undecodable": 1, "too_long": 1,
+                                   "duplicate": 1, "too_short": 1}
+    assert "undecodable 1" in stats.summary()
+
+
+def test_gzip_jsonl_csv_and_limit_shuffle(tmp_path):
+    sentences = [f"sentence number {i} here" for i in range(50)]
+    gz = tmp_path / "c.txt.gz"
+    with gzip.open(gz, "wt") as handle:
+        handle.write("\n".join(sentences) + "\n")
+    assert read_corpus(gz)[0] == sentences
+
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text("\n".join([json.dumps({"sentence": s}) for s in sentences[:3]] + ["{not json", json.dumps({"other": 1})]))
+    got, stats = read_corpus(jsonl, column="sentence")
+    assert got == sentences[:3] and stats.skipped == {"malformed": 1, "missing": 1}
+
+    csv_path = tmp_path / "c.csv"
+    csv_path.write_text('text,label\n"a, quoted sentence",1\nplain one,0\n')
+    assert read_corpus(csv_path)[0] == ["a, quoted sentence", "plain one"]
+    with pytest.raises(ValueError, match="no column 'sentence'"):
+        read_corpus(csv_path, column="sentence")
+
+    first, _ = read_corpus(gz, limit=10, shuffle=True, seed=1)
+    again, stats = read_corpus(gz, limit=10, shuffle=True, seed=1)
+    other, _ = read_corpus(gz, limit=10, shuffle=True, seed=2)
+    assert first == again and first != other and len(first) == 10 and stats.skipped["over_limit"] == 40
+
+
+def test_unusable_corpus_and_bad_format_fail_clearly(tmp_path):
+    empty = tmp_path / "e.txt"
+    empty.write_text("\n  \n")
+    with pytest.raises(ValueError, match="no usable sentence"):
+        read_corpus(empty)
+    docx = tmp_path / "x.docx"
+    docx.write_text("x")
+    with pytest.raises(ValueError, match="unsupported format '.docx'"):
+        read_corpus(docx)
+    with pytest.raises(FileNotFoundError):
+        read_corpus(tmp_path / "missing.txt")

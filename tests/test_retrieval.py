@@ -1,0 +1,84 @@
+"""CARDS retrieval (never the sentence itself or a duplicate, cached and reused), sampling and the CARDS loss."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import augcse.retrieval as retrieval
+from augcse.losses.cards import CARDSLoss, text_ids
+from augcse.retrieval import NegativeSampler, build_neighbours, dedupe_corpus, normalise
+
+CORPUS = [
+    "The cat sat on the mat.", "The cat sat on the mat.", "The  cat sat on the mat. ", "A dog sat on the mat.",
+    "A dog slept on the rug.", "Stocks fell sharply on Monday.", "Markets dropped sharply on Monday.",
+    "The weather is sunny today.", "It is sunny and warm today.", "Two words", "A bird sang in the tree.",
+    "Birds were singing in the trees.", "He plays the guitar well.", "She plays the piano well.",
+]
+
+
+def test_dedupe_keeps_first_of_duplicates_and_drops_short():
+    kept = dedupe_corpus(CORPUS, min_words=3)
+    assert "Two words" not in kept
+    assert sum(normalise(t) == "The cat sat on the mat." for t in kept) == 1
+
+
+def test_neighbours_never_self_or_duplicate_and_cache_reused(tiny_st, tmp_path, monkeypatch):
+    found = build_neighbours(CORPUS, CORPUS, tiny_st, k=5, cache_dir=tmp_path)
+    for row, query in enumerate(found.queries):
+        texts = [found.index_texts[i] for i in found.ids[row]]
+        assert len(texts) == 5
+        assert all(normalise(t) != normalise(query) for t in texts)
+        assert len(set(found.ids[row].tolist())) == 5
+    def boom(*args, **kwargs):
+        raise AssertionError("encoded again instead of reusing the cache")
+    monkeypatch.setattr(retrieval, "mean_pooled", boom)
+    again = build_neighbours(CORPUS, CORPUS, tiny_st, k=5, cache_dir=tmp_path)
+    assert np.array_equal(again.ids, found.ids)
+
+
+@pytest.mark.parametrize("sampling", ["R_uniform", "R_top", "D_uniform"])
+def test_samplers_never_return_the_query(tiny_st, tmp_path, sampling):
+    found = build_neighbours(CORPUS, CORPUS, tiny_st, k=3, cache_dir=tmp_path)
+    sampler = NegativeSampler(found, sampling, s=2, seed=0)
+    for query in found.queries:
+        for _ in range(10):
+            assert all(normalise(t) != normalise(query) for t in sampler(query))
+    if sampling == "R_top":
+        q = found.queries[0]
+        assert sampler(q) == [found.index_texts[i] for i in found.ids[0][:2]]
+
+
+def test_cards_view_resamples_per_access(tiny_st, tmp_path, caplog):
+    from datasets import Dataset
+
+    from augcse.views import ViewContext, build_views
+
+    context = ViewContext(model=tiny_st, seed=0, cache_dir=tmp_path)
+    ds = build_views(Dataset.from_dict({"text": CORPUS[3:9]}),
+                     [{"name": "cards", "k": 4, "p": 0.5, "variant": "v1"}], context)
+    assert "lower-cases" in caplog.text  # MiniLM's tokenizer is uncased
+    first = ds[0]
+    assert list(first) == ["anchor", "positive", "retrieved"]
+    draws = {ds[0]["retrieved"] for _ in range(30)}
+    assert len(draws) > 1 and first["anchor"] not in draws
+    assert ds[0]["positive"] != ds[0]["anchor"]  # v1 always switches at least one word
+
+
+def test_text_ids_ignore_padding_and_mask_own_text(tiny_st):
+    a = tiny_st.tokenize(["The cat sat.", "A dog ran far away today."])
+    b = tiny_st.tokenize(["The cat sat."])
+    assert text_ids(a)[0] == text_ids(b)[0] and text_ids(a)[0] != text_ids(a)[1]
+    torch.manual_seed(0)
+    anchor, positive, negative = torch.randn(2, 8), torch.randn(2, 8), torch.randn(2, 8)
+    loss = CARDSLoss(tiny_st, head="none")
+    query_ids, key_ids = torch.tensor([7, 9]), torch.tensor([1, 7])  # row 1's negative is row 0's anchor
+    masked = loss.compute_loss_from_embeddings([anchor, positive, negative], None, query_ids, [key_ids])
+    sim = lambda x, y: torch.nn.functional.cosine_similarity(x, y, dim=0) / 0.05
+    rows = []
+    for i in range(2):
+        logits = [sim(anchor[i], positive[j]) for j in range(2)]
+        logits += [sim(anchor[i], negative[j]) for j in range(2) if not (query_ids[i] == key_ids[j])]
+        rows.append(-(logits[i] - torch.logsumexp(torch.stack(logits), 0)))
+    assert masked["contrastive"].item() == pytest.approx(float(sum(rows) / 2), rel=1e-5)

@@ -1,0 +1,71 @@
+"""SentEval STS: loading quirks, the three aggregations by hand, and the real all-MiniLM-L6-v2 figure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from augcse.evaluation.sts import Pairs, Subset, read_subset, score_pairs
+from augcse.evaluation.tasks import TASKS, resolve_tasks
+
+
+def test_empty_gold_scores_are_dropped_and_text_is_rejoined(tmp_path):
+    (tmp_path / "in.txt").write_text("a  cat\tthe  cat sits\nx\ty\nb dog\tdogs\n")
+    (tmp_path / "gs.txt").write_text("4.0\n\n1.5\n")
+    first, second, gold = read_subset(Subset("s", "in.txt", "gs.txt"), tmp_path)
+    assert first == ["a cat", "b dog"] and second == ["the cat sits", "dogs"]
+    assert gold.tolist() == [4.0, 1.5]
+
+
+def test_all_mean_wmean_aggregations_by_hand():
+    vectors = {"a": [1, 0], "b": [1, 0.1], "c": [0, 1], "d": [1, 1], "e": [-1, 0.2], "f": [0.3, 1]}
+    encode = lambda sentences: np.array([vectors[s] for s in sentences], dtype=np.float32)  # noqa: E731
+    pairs = Pairs({
+        "one": (["a", "a", "c"], ["b", "c", "d"], np.array([5.0, 0.0, 2.0])),
+        "two": (["d", "e", "f", "a"], ["e", "f", "a", "f"], np.array([1.0, 0.5, 3.0, 2.0])),
+    })
+
+    def cos(x, y):
+        x, y = np.array(vectors[x]), np.array(vectors[y])
+        return x @ y / np.linalg.norm(x) / np.linalg.norm(y)
+
+    sims_one = [cos("a", "b"), cos("a", "c"), cos("c", "d")]
+    sims_two = [cos("d", "e"), cos("e", "f"), cos("f", "a"), cos("a", "f")]
+    s1 = 100 * spearmanr(sims_one, [5, 0, 2]).statistic
+    s2 = 100 * spearmanr(sims_two, [1, 0.5, 3, 2]).statistic
+    out = score_pairs(encode, pairs)
+    assert out["spearman_one"] == pytest.approx(s1) and out["spearman_two"] == pytest.approx(s2)
+    assert out["mean"] == pytest.approx((s1 + s2) / 2)
+    assert out["wmean"] == pytest.approx((3 * s1 + 4 * s2) / 7)
+    assert out["all"] == pytest.approx(100 * spearmanr(sims_one + sims_two, [5, 0, 2, 1, 0.5, 3, 2]).statistic)
+
+
+def test_senteval_and_original_files_load_with_expected_counts(data_dir):
+    expected = {"STS12": 3108, "STS13": 1500, "STS14": 3750, "STS15": 3000, "STS16": 1186,
+                "STSBenchmark": 1379, "SICKRelatedness": 4927}
+    for name, count in expected.items():
+        for variant in (name, f"{name}-original"):
+            pairs = TASKS[variant].load(data_dir)
+            assert sum(len(g) for _, _, g in pairs.subsets.values()) == count, variant
+    processed = TASKS["STSBenchmark"].load(data_dir).subsets["test"][0][0]
+    original = TASKS["STSBenchmark-original"].load(data_dir).subsets["test"][0][0]
+    assert processed == "a girl is styling her hair ." and original == "A girl is styling her hair."
+
+
+def test_suites_and_unknown_task():
+    assert resolve_tasks("sts") == ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
+    assert "STSBenchmark-dev" not in resolve_tasks("all")
+    with pytest.raises(ValueError, match="unknown task or suite 'STS99'"):
+        resolve_tasks("STS99")
+
+
+def test_minilm_reproduces_its_public_stsb_figure(minilm_path, data_dir):
+    """all-MiniLM-L6-v2 scores 82.0 on STS-B test (its public MTEB figure): the evaluator is right."""
+    from sentence_transformers import SentenceTransformer
+
+    from augcse.evaluation.suite import run_tasks
+
+    model = SentenceTransformer(str(minilm_path))
+    result = run_tasks(model, "STSBenchmark", data_dir, progress=False, batch_size=128)
+    assert result["STSBenchmark"]["all"] == pytest.approx(82.03, abs=0.02)
