@@ -1,0 +1,211 @@
+"""Pictures of the papers (PNG, matplotlib Agg): projections of original vs augmented embeddings
+(AugCSE Fig. 2–4), training curves (Fig. 5), clustering confusion matrices, and the augmentation
+analysis scatter (Fig. 6/7). Inputs are arrays, labels and log records, never a model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+ORIGINAL = "original"
+
+
+def _save(fig: plt.Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- projections
+
+
+def _pca(x: np.ndarray, seed: int) -> np.ndarray:
+    from sklearn.decomposition import PCA
+
+    return PCA(n_components=2, random_state=seed).fit_transform(x)
+
+
+def _tsne(x: np.ndarray, seed: int) -> np.ndarray:
+    from sklearn.manifold import TSNE
+
+    perplexity = float(min(30, max(2, (len(x) - 1) // 3)))
+    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(x)
+
+
+PROJECTIONS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {"pca": _pca, "tsne": _tsne}
+
+
+def project(x: np.ndarray, method: str = "pca", seed: int = 0) -> np.ndarray:
+    """2-D coordinates of the rows of x (``"pca"`` or ``"tsne"``)."""
+    if method not in PROJECTIONS:
+        raise ValueError(f"unknown projection {method!r}; known: {', '.join(PROJECTIONS)}")
+    return PROJECTIONS[method](np.asarray(x, dtype=np.float64), seed)
+
+
+def embedding_projection(
+    original: np.ndarray,
+    augmented: np.ndarray,
+    aug_labels: Sequence[str],
+    path: str | Path,
+    method: str = "pca",
+    title: str | None = None,
+    seed: int = 0,
+    links: bool = True,
+) -> Path:
+    """Originals (grey) and their augmentations coloured by augmentation, projected jointly to 2-D.
+
+    ``augmented[i]`` is the augmentation ``aug_labels[i]`` of ``original[i]``; with ``links`` a faint
+    line joins each pair (how far each augmentation moves a sentence).
+    """
+    original, augmented = np.asarray(original), np.asarray(augmented)
+    if len(original) != len(augmented) or len(augmented) != len(aug_labels):
+        raise ValueError("original, augmented and aug_labels must have the same length")
+    xy = project(np.vstack([original, augmented]), method, seed)
+    xo, xa = xy[: len(original)], xy[len(original) :]
+    fig, ax = plt.subplots(figsize=(7, 6))
+    if links:
+        for (x0, y0), (x1, y1) in zip(xo, xa):
+            ax.plot([x0, x1], [y0, y1], color="0.8", linewidth=0.5, zorder=1)
+    ax.scatter(xo[:, 0], xo[:, 1], s=14, c="0.45", label=ORIGINAL, zorder=2)
+    labels = np.asarray(aug_labels)
+    cmap = plt.get_cmap("tab20")
+    for i, name in enumerate(dict.fromkeys(labels.tolist())):
+        sel = labels == name
+        ax.scatter(xa[sel, 0], xa[sel, 1], s=14, color=cmap(i % 20), label=name, zorder=3)
+    ax.set_title(title or f"{method.upper()} of original and augmented sentence embeddings")
+    ax.legend(fontsize=7, markerscale=1.2, loc="best", frameon=False)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------- training curves
+
+EVAL_NOISE = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_loss")
+
+
+def _is_loss(key: str) -> bool:
+    return key == "loss" or key.startswith("loss_") or key.endswith("_loss") or key.endswith("/loss")
+
+
+def _is_dev(key: str) -> bool:
+    return key.startswith("eval_") and key not in EVAL_NOISE
+
+
+def _is_accuracy(key: str) -> bool:
+    return not key.startswith("eval_") and ("acc" in key.rsplit("/", 1)[-1])
+
+
+def _is_lr(key: str) -> bool:
+    return key.startswith("learning_rate")
+
+
+# Panels of the training-curve figure: title -> which log keys it shows.
+CURVE_PANELS: dict[str, Callable[[str], bool]] = {
+    "losses": _is_loss,
+    "dev score": _is_dev,
+    "discriminator accuracy": _is_accuracy,
+    "learning rate": _is_lr,
+}
+
+
+def curve_series(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, tuple[list[float], list[float]]]]:
+    """``{panel: {key: (steps, values)}}`` from log records (one dict per logging event)."""
+    out: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
+    for rec in records:
+        step = rec.get("step")
+        if step is None:
+            continue
+        for key, value in rec.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                continue
+            for panel, wanted in CURVE_PANELS.items():
+                if wanted(key):
+                    steps, values = out.setdefault(panel, {}).setdefault(key, ([], []))
+                    steps.append(float(step))
+                    values.append(float(value))
+                    break
+    return out
+
+
+def training_curves(records: Sequence[Mapping[str, Any]], path: str | Path, title: str | None = None) -> Path | None:
+    """One panel per kind of logged value (losses per component, dev score, discriminator accuracy,
+    learning rate); None when the log has nothing to plot."""
+    series = curve_series(records)
+    if not series:
+        return None
+    fig, axes = plt.subplots(1, len(series), figsize=(4.2 * len(series), 3.4), squeeze=False)
+    for ax, (panel, lines) in zip(axes[0], series.items()):
+        for key, (steps, values) in lines.items():
+            marker = "o" if len(steps) < 30 else None
+            ax.plot(steps, values, marker=marker, markersize=3, linewidth=1.2, label=key)
+        ax.set_title(panel)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, frameon=False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------- clustering
+
+
+def confusion_matrix_plot(
+    matrix: np.ndarray, path: str | Path, labels: Sequence[str] | None = None, title: str = "clustering confusion"
+) -> Path:
+    """Rows: true classes; columns: clusters matched to classes (diagonal = agreement), row-normalised."""
+    m = np.asarray(matrix, dtype=np.float64)
+    norm = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
+    n = len(m)
+    fig, ax = plt.subplots(figsize=(min(2 + 0.45 * n, 14), min(1.6 + 0.45 * n, 13)))
+    im = ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
+    ax.set_xlabel("matched cluster")
+    ax.set_ylabel("true class")
+    ax.set_title(title)
+    if n <= 30:
+        names = list(labels) if labels is not None else [str(i) for i in range(n)]
+        ax.set_xticks(range(n), names, rotation=90, fontsize=7)
+        ax.set_yticks(range(n), names, fontsize=7)
+        if n <= 12:
+            for i in range(n):
+                for j in range(n):
+                    ax.text(j, i, int(m[i, j]), ha="center", va="center", fontsize=7,
+                            color="white" if norm[i, j] > 0.5 else "black")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------- augmentation analysis
+
+
+def analysis_scatter(
+    rows: Sequence[Mapping[str, Any]], x: str, y: str, path: str | Path, label_key: str = "augmentation"
+) -> Path:
+    """Scatter of one statistic against one downstream score, one labelled point per augmentation,
+    with the Pearson r in the title (AugCSE Fig. 7)."""
+    pts = [(r[x], r[y], str(r.get(label_key, ""))) for r in rows if x in r and y in r]
+    xs = np.array([p[0] for p in pts], dtype=np.float64)
+    ys = np.array([p[1] for p in pts], dtype=np.float64)
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    ax.scatter(xs, ys, s=22)
+    for xv, yv, name in pts:
+        ax.annotate(name, (xv, yv), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    r = float(np.corrcoef(xs, ys)[0, 1]) if len(pts) > 2 and np.ptp(xs) > 0 and np.ptp(ys) > 0 else float("nan")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(f"{y} vs {x} (Pearson r = {r:.2f})")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
