@@ -69,3 +69,22 @@ def test_minilm_reproduces_its_public_stsb_figure(minilm_path, data_dir):
     model = SentenceTransformer(str(minilm_path))
     result = run_tasks(model, "STSBenchmark", data_dir, progress=False, batch_size=128)
     assert result["STSBenchmark"]["all"] == pytest.approx(82.03, abs=0.02)
+
+
+def test_eval_cli_prints_table_and_json_last_line(tiny_st, tmp_path, data_dir, capsys):
+    import json
+
+    from augcse.cli import main
+
+    folder = tmp_path / "model"
+    tiny_st.save(str(folder))
+    assert main(["eval", str(folder), "--tasks", "STSBenchmark,SICKRelatedness", "--data-dir", str(data_dir),
+                 "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    scores = json.loads(lines[-1])
+    assert set(scores) == {"STSBenchmark", "SICKRelatedness", "sts_avg"}
+    assert any(line.startswith("STSBenchmark") for line in lines[:-1])
+    assert main(["eval", str(folder), "--tasks", "STSBenchmark", "--original", "--data-dir", str(data_dir),
+                 "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == {"STSBenchmark-original",
+                                                                                 "sts-original_avg"}
