@@ -1,0 +1,65 @@
+"""Short-text clustering: Hungarian accuracy, K-means protocol, loaders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from augcse.evaluation.clustering import (
+    aligned_confusion,
+    cluster_accuracy,
+    clustering_scores,
+    hungarian_mapping,
+)
+from augcse.evaluation.tasks import TASKS, resolve_tasks
+
+
+def test_permuted_labelling_has_accuracy_one() -> None:
+    y = np.array([0, 0, 1, 1, 1, 2, 2, 3])
+    perm = np.array([2, 3, 0, 1])
+    assert cluster_accuracy(y, perm[y]) == 1.0
+    assert hungarian_mapping(y, perm[y]) == {2: 0, 3: 1, 0: 2, 1: 3}
+
+
+def test_hand_checked_partial_accuracy() -> None:
+    # clusters: {0,1,2} -> class 0 has 2 of them; {3,4,5} -> class 1 has 3; best matching: 5 of 6 correct
+    y_true = np.array([0, 0, 1, 1, 1, 1])
+    y_pred = np.array([5, 5, 5, 7, 7, 7])
+    assert cluster_accuracy(y_true, y_pred) == 5 / 6
+    # one cluster for everything: only one class can be matched
+    assert cluster_accuracy(y_true, np.zeros(6, dtype=int)) == 4 / 6
+
+
+def test_aligned_confusion_puts_matches_on_the_diagonal() -> None:
+    y_true = np.array([0, 0, 1, 1, 2])
+    y_pred = np.array([2, 2, 0, 0, 1])
+    np.testing.assert_array_equal(aligned_confusion(y_true, y_pred), np.diag([2, 2, 1]))
+
+
+def test_kmeans_recovers_well_separated_blobs() -> None:
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(4), 25)
+    centres = 10 * np.eye(4, 6)
+    x = centres[labels] + rng.normal(scale=0.3, size=(100, 6))
+    scores = clustering_scores(x, labels, seeds=[0, 1, 2], n_init=2)
+    assert scores["acc"] == 100.0 and abs(scores["nmi"] - 100.0) < 1e-6 and scores["acc_std"] == 0.0
+
+
+def test_clustering_suite_and_loaders(data_dir: Path) -> None:
+    names = resolve_tasks("clustering")
+    assert names == ["AgNews", "SearchSnippets", "StackOverflow", "Biomedical", "Tweet",
+                     "GoogleNews-TS", "GoogleNews-T", "GoogleNews-S"]
+    expected = {"AgNews": (8000, 4), "Tweet": (2472, 89), "GoogleNews-TS": (11109, 152), "StackOverflow": (20000, 20)}
+    for name, (rows, k) in expected.items():
+        data = TASKS[name].load(data_dir)
+        assert len(data["texts"]) == rows and len(np.unique(data["labels"])) == k
+
+
+def test_clustering_task_fast_mode(data_dir: Path) -> None:
+    task = TASKS["Tweet"]
+    data = task.load(data_dir)
+    rng = np.random.default_rng(0)
+    encode = lambda texts: np.eye(89)[data["labels"]] * 5 + rng.normal(scale=0.1, size=(len(texts), 89))  # noqa: E731
+    result = task.evaluate(encode, data, fast=True)
+    assert result["acc"] > 90 and set(result) == {"acc", "acc_std", "nmi", "nmi_std"}
