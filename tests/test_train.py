@@ -93,24 +93,42 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(str(folder / "model.safetensors"))
 
 
-def test_sigkill_then_resume_equals_uninterrupted(tmp_path, tiny_model_dir, corpus, data_dir):
+def test_interrupt_and_sigkill_then_resume_equal_uninterrupted(tmp_path, tiny_model_dir, corpus, data_dir):
     common = dict(eval__dev=None, eval__after=None,
                   training__max_steps=12, training__save_steps=3, training__save_strategy="steps")
     straight = write_recipe(tmp_path / "a.yaml", tiny_model_dir, corpus, tmp_path / "a", **common)
     augcse("train", str(straight), cwd=tmp_path)
 
     killed = write_recipe(tmp_path / "b.yaml", tiny_model_dir, corpus, tmp_path / "b", **common)
+    run_dir = tmp_path / "b" / "tiny"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "augcse.cli", "train", str(killed)], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    marker = tmp_path / "b" / "tiny" / "checkpoint-6" / "loss_state.pt"
-    deadline = time.time() + 300
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
+
+    def start(*extra: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "augcse.cli", "train", str(killed), *extra], cwd=tmp_path,
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_for(proc: subprocess.Popen, marker: Path) -> None:
+        deadline = time.time() + 300
+        while not marker.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), f"the run never wrote {marker}"
+
+    # Ctrl-C: the step in progress finishes, a resumable checkpoint is saved, exit code 130
+    proc = start()
+    wait_for(proc, run_dir / "checkpoint-3" / "loss_state.pt")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=300) == 130
+    assert not (run_dir / "final").exists()
+    interrupted_at = max(int(p.name.split("-")[1]) for p in run_dir.glob("checkpoint-*"))
+    assert interrupted_at < 12
+
+    # SIGKILL after the next checkpoint of the resumed run: nothing is saved on the way out
+    proc = start("--resume")
+    target = (interrupted_at // 3 + 1) * 3
+    wait_for(proc, run_dir / f"checkpoint-{target}" / "loss_state.pt")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert marker.exists(), "the run should have reached its step-6 checkpoint before being killed"
-    assert not (tmp_path / "b" / "tiny" / "final").exists(), "killed before the end"
+    assert not (run_dir / "final").exists(), "killed before the end"
     augcse("train", str(killed), "--resume", cwd=tmp_path)
 
     a, b = _weights(tmp_path / "a" / "tiny" / "final"), _weights(tmp_path / "b" / "tiny" / "final")
