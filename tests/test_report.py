@@ -48,10 +48,13 @@ def test_flatten_scores_accepts_numbers_and_nested_dicts() -> None:
 
 def test_curve_series_sorts_keys_into_panels() -> None:
     series = curve_series([{"step": 1, "loss": 1.0, "loss_contrastive": 0.5, "disc_accuracy": 0.6,
-                            "learning_rate": 1e-5, "eval_dev_sts": 70.0, "eval_runtime": 3.0, "epoch": 0.1}])
-    assert set(series["losses"]) == {"loss", "loss_contrastive"}
+                            "learning_rate": 1e-5, "eval_dev_sts": 70.0, "eval_runtime": 3.0, "epoch": 0.1,
+                            "contrastive": 0.4, "grad_norm": 3.0, "augcse/discriminator_accuracy": 0.5},
+                           {"step": 2, "train_runtime": 9.0, "train_loss": 1.0, "total_flos": 0.0}])
+    assert list(series) == ["losses", "dev score", "discriminator accuracy", "learning rate", "gradient norm"]
+    assert set(series["losses"]) == {"loss", "loss_contrastive", "contrastive"}
+    assert set(series["discriminator accuracy"]) == {"disc_accuracy", "augcse/discriminator_accuracy"}
     assert set(series["dev score"]) == {"eval_dev_sts"}
-    assert set(series["discriminator accuracy"]) == {"disc_accuracy"}
     assert set(series["learning rate"]) == {"learning_rate"}
 
 

@@ -66,7 +66,8 @@ class Document:
             elif isinstance(b, Paragraph):
                 out += [b.text, ""]
             elif isinstance(b, Table):
-                out += [_md_row(b.header), _md_rule(len(b.header), b.align_right)]
+                numeric = [b.align_right and i > 0 and all(_numeric(r[i]) for r in b.rows) for i in range(len(b.header))]
+                out += [_md_row(b.header), _md_rule(numeric)]
                 out += [_md_row(r) for r in b.rows] + [""]
             elif isinstance(b, Code):
                 out += [f"```{b.language}", b.text.rstrip("\n"), "```", ""]
@@ -87,7 +88,7 @@ class Document:
                 head = "".join(f"<th>{_inline(h)}</th>" for h in b.header)
                 rows = "".join(
                     "<tr>" + "".join(
-                        f'<td class="{"num" if (i and b.align_right) else ""}">{_inline(c)}</td>'
+                        f'<td class="{"num" if (i and b.align_right and _numeric(c)) else ""}">{_inline(c)}</td>'
                         for i, c in enumerate(r)
                     ) + "</tr>"
                     for r in b.rows
@@ -113,8 +114,15 @@ def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
-def _md_rule(n: int, right: bool) -> str:
-    return "|" + "|".join("---" if (i == 0 or not right) else "---:" for i in range(n)) + "|"
+def _md_rule(right: Sequence[bool]) -> str:
+    return "|" + "|".join("---:" if r else "---" for r in right) + "|"
+
+
+def _numeric(cell: str) -> bool:
+    """Numbers, signed deltas, "a ± b (n=3)" and dashes are right-aligned; words are not."""
+    import re
+
+    return bool(re.fullmatch(r"\**[-+−]?[\d.,e+\-]+( ± [\d.]+)?( \(n=\d+\))?\**|—", str(cell).strip()))
 
 
 def _relative(path: Path, base: Path) -> str:

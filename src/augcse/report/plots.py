@@ -93,31 +93,42 @@ def embedding_projection(
 # --------------------------------------------------------------------------- training curves
 
 EVAL_NOISE = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_loss")
-
-
-def _is_loss(key: str) -> bool:
-    return key == "loss" or key.startswith("loss_") or key.endswith("_loss") or key.endswith("/loss")
+NOT_CURVES = frozenset({"step", "epoch", "total_flos", "train_runtime", "train_samples_per_second",
+                        "train_steps_per_second", "train_loss"})
 
 
 def _is_dev(key: str) -> bool:
     return key.startswith("eval_") and key not in EVAL_NOISE
 
 
-def _is_accuracy(key: str) -> bool:
-    return not key.startswith("eval_") and ("acc" in key.rsplit("/", 1)[-1])
+def _is_discriminator(key: str) -> bool:
+    leaf = key.rsplit("/", 1)[-1]
+    return not key.startswith("eval_") and ("acc" in leaf or "predicted" in leaf)
 
 
 def _is_lr(key: str) -> bool:
     return key.startswith("learning_rate")
 
 
-# Panels of the training-curve figure: title -> which log keys it shows.
+def _is_grad_norm(key: str) -> bool:
+    return key == "grad_norm"
+
+
+def _is_loss(key: str) -> bool:
+    """``loss`` and every named loss component (the trainer logs components under their own names,
+    e.g. ``contrastive``, ``loss_discriminator``): whatever numeric key no other panel claims."""
+    return key not in NOT_CURVES and not key.startswith("eval_")
+
+
+# Panels of the training-curve figure, in order: title -> which log keys it shows (first match wins).
 CURVE_PANELS: dict[str, Callable[[str], bool]] = {
-    "losses": _is_loss,
     "dev score": _is_dev,
-    "discriminator accuracy": _is_accuracy,
+    "discriminator accuracy": _is_discriminator,
     "learning rate": _is_lr,
+    "gradient norm": _is_grad_norm,
+    "losses": _is_loss,
 }
+PANEL_ORDER = ("losses", "dev score", "discriminator accuracy", "learning rate", "gradient norm")
 
 
 def curve_series(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, tuple[list[float], list[float]]]]:
@@ -136,7 +147,7 @@ def curve_series(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, tu
                     steps.append(float(step))
                     values.append(float(value))
                     break
-    return out
+    return {panel: out[panel] for panel in PANEL_ORDER if panel in out}
 
 
 def training_curves(records: Sequence[Mapping[str, Any]], path: str | Path, title: str | None = None) -> Path | None:

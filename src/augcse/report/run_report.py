@@ -159,7 +159,7 @@ def build_report(run: Run) -> Document:
     doc.add(Heading("Training"))
     curves = training_curves(run.records, run.path / REPORT_DIR / "curves.png", title=run.name)
     if curves is not None:
-        doc.add(Image(curves, "training curves: losses per component, dev score, discriminator accuracy, learning rate"))
+        doc.add(Image(curves, "training curves: " + ", ".join(curve_series(run.records))))
     summary = training_summary(run)
     doc.add(summary if summary else Paragraph("No `log.jsonl` records to plot."))
     if run.skipped_lines:
