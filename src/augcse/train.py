@@ -32,7 +32,11 @@ LOSS_STATE = "loss_state.pt"
 # --------------------------------------------------------------------------- pieces
 
 def build_model(recipe: Recipe):
-    """The SentenceTransformer to train: a backbone with the recipe's pooler, or an ST folder as it is."""
+    """The SentenceTransformer to train: a backbone with the recipe's pooler, or an ST folder as it is.
+
+    ``model.max_seq_length`` truncates training batches only (the collator's ``max_length``); the
+    model keeps its own maximum, so evaluation sees whole sentences as SentEval does.
+    """
     from sentence_transformers import SentenceTransformer
 
     from augcse.modules import build_sentence_transformer, freeze_fixed_weights
@@ -40,9 +44,8 @@ def build_model(recipe: Recipe):
     location = resolve_model(recipe.model.backbone)
     if recipe.model.pooler is None:
         model = SentenceTransformer(location)
-        model.max_seq_length = recipe.model.max_seq_length
     else:
-        model = build_sentence_transformer(location, recipe.model.pooler, recipe.model.max_seq_length)
+        model = build_sentence_transformer(location, recipe.model.pooler, max_seq_length=None)
     freeze_fixed_weights(model)
     return model
 
@@ -275,6 +278,7 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
         model=model, args=args, train_dataset=train_dataset, loss=loss, evaluator=evaluator,
         callbacks=[JsonlLogger(run_dir / "log.jsonl", loss), LossStateCheckpoint(loss)],
     )
+    trainer.data_collator.max_length = recipe.model.max_seq_length  # truncate training batches only
     stopper = GracefulStop()
     trainer.add_callback(stopper)
     if checkpoint is not None:
