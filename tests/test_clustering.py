@@ -63,3 +63,12 @@ def test_clustering_task_fast_mode(data_dir: Path) -> None:
     encode = lambda texts: np.eye(89)[data["labels"]] * 5 + rng.normal(scale=0.1, size=(len(texts), 89))  # noqa: E731
     result = task.evaluate(encode, data, fast=True)
     assert result["acc"] > 90 and set(result) == {"acc", "acc_std", "nmi", "nmi_std"}
+
+
+def test_tasks_run_as_a_training_evaluator(tiny_st, data_dir: Path) -> None:
+    """The same tasks as a sentence-transformers evaluator (fast mode), on a tiny random model."""
+    from augcse.evaluation.suite import SuiteEvaluator
+
+    metrics = SuiteEvaluator("Tweet", data_dir, fast=True, name="dev")(tiny_st)
+    assert {"dev_Tweet", "dev_clustering_avg"} <= set(metrics)
+    assert 0 < metrics["dev_Tweet"] <= 100
