@@ -37,7 +37,9 @@ MRPC, ``f1``. Fast mode (during training): 5 folds instead of 10 and a 3-value g
 
 from __future__ import annotations
 
+import copy
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,8 +99,6 @@ def _logreg(C: float, seed: int, max_iter: int) -> LogisticRegression:
 
 
 def _fit(clf: LogisticRegression, X: np.ndarray, y: np.ndarray) -> LogisticRegression:
-    import warnings
-
     with warnings.catch_warnings():  # unnormalised embeddings can need many lbfgs steps; accuracy is what counts
         warnings.simplefilter("ignore", ConvergenceWarning)
         return clf.fit(X, y)
@@ -116,8 +116,8 @@ def select_c(
     """Pick C by k-fold CV on (X, y) only; returns (best C, its mean accuracy ×100).
 
     C is visited from strong to weak regularisation, warm-starting each fit from the previous
-    one (a regularisation path: the same optimum, several times faster). Ties go to the smaller C,
-    as in SentEval's ``argmax``.
+    one (a regularisation path: the same optimum, several times faster). Mean accuracies are
+    rounded to 2 decimals and ties go to the smaller C, as in SentEval.
     """
     grid = sorted(grid)
     scores = np.zeros((len(grid), k))
@@ -128,7 +128,7 @@ def select_c(
             clf.C = C
             _fit(clf, X[tr], y[tr])
             scores[g, f] = clf.score(X[va], y[va])
-    means = 100 * scores.mean(axis=1)
+    means = np.round(100 * scores.mean(axis=1), 2)
     best = int(np.argmax(means))
     return grid[best], float(means[best])
 
@@ -175,15 +175,9 @@ def split_accuracy(
         _fit(clf, Xtr, ytr)
         score = 100 * clf.score(Xdv, ydv)
         if best is None or score > best[0]:
-            best = (score, _copy(clf))
+            best = (score, copy.deepcopy(clf))
     assert best is not None
     return {"acc": 100 * best[1].score(Xte, yte), "devacc": best[0]}
-
-
-def _copy(clf: LogisticRegression) -> LogisticRegression:
-    import copy
-
-    return copy.deepcopy(clf)
 
 
 # --------------------------------------------------------------------------- pair features
