@@ -72,8 +72,11 @@ def run(args: argparse.Namespace) -> int:
     if args.corpus is None or args.out is None:
         raise ValueError("give --corpus and --out (or --list / --preview)")
     sentences = read_corpus(args.corpus, args.limit)
-    augment.build_cache(sentences, names, args.out, seed=args.seed, shard_size=args.shard_size,
-                        n_process=args.n_process, params=params, overwrite=args.overwrite)
+    try:
+        augment.build_cache(sentences, names, args.out, seed=args.seed, shard_size=args.shard_size,
+                            n_process=args.n_process, params=params, overwrite=args.overwrite)
+    except augment.AugmentationError as exc:
+        raise ValueError(f"{exc} (the offline sets, e.g. 8-2-aug or all-rule-based, need no model)") from exc
     print(format_stats(load_stats(args.out)))
     errors = {n: s["errors"] for n, s in load_stats(args.out).items() if s["errors"]}
     if errors:
