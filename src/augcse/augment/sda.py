@@ -9,6 +9,7 @@ both variants implement the intended rule; docs/AUGMENTATIONS.md lists the diffe
 from __future__ import annotations
 
 import random
+from typing import Callable
 
 from spacy.tokens import Doc, Token
 
@@ -38,6 +39,35 @@ def _prefix(doc: Doc, phrase: str) -> str:
     """``phrase`` + the sentence, with the old first word lower-cased where it is not a name."""
     first = doc[0]
     return f"{phrase} {Edits(doc).replace(0, decapitalize(first)).render()}"
+
+
+def _first_change(text: str, rules: list[Callable[[], str | None]]) -> str | None:
+    """The first rule output that differs from ``text``: the authors' code tries its rules in turn."""
+    for rule in rules:
+        out = rule()
+        if out is not None and out != text:
+            return out
+    return None
+
+
+class _SdaRule(Augmentation):
+    """An SDA rule on a parsed, non-empty sentence, in the paper's or the authors' code's ``variant``."""
+
+    needs = ("parse",)
+    defaults = {"variant": "code"}
+    choices = {"variant": VARIANTS}
+
+    @property
+    def paper(self) -> bool:
+        return self.params["variant"] == "paper"
+
+    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+        if doc is None or len(doc) == 0:
+            return None
+        return self.rewrite_doc(text, rng, doc)
+
+    def rewrite_doc(self, text: str, rng: random.Random, doc: Doc) -> str | None:
+        raise NotImplementedError
 
 
 # --------------------------------------------------------------------------- Punctuation Insertion
@@ -74,30 +104,22 @@ def _subject_span(doc: Doc, first_child_only: bool) -> tuple[int, int] | None:
 
 
 @register
-class PunctuationInsertion(Augmentation):
+class PunctuationInsertion(_SdaRule):
     """Insert a comma at a clause boundary or after the subject, else change the final punctuation."""
 
     name = "PunctuationInsertion"
     meaning = Meaning.PRESERVING.value
-    needs = ("parse",)
     source = SOURCE + " (PI)"
     rule = ("code: try subject-comma/quotes or clause-comma in random order, else random final punctuation "
             "or quotes; paper (Alg. 1): clause comma, else comma after the subject, else final '!'")
-    defaults = {"variant": "code"}
-    choices = {"variant": VARIANTS}
 
-    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        if doc is None or len(doc) == 0:
-            return None
-        if self.params["variant"] == "paper":
+    def rewrite_doc(self, text: str, rng: random.Random, doc: Doc) -> str | None:
+        if self.paper:
             return _clause_comma(doc) or self._subject(doc, rng, quotes=False) or self._tail_paper(doc)
         rules = [lambda: self._subject(doc, rng, quotes=True), lambda: _clause_comma(doc)]
         rng.shuffle(rules)
-        for rule in rules:
-            out = rule()
-            if out is not None and out != text:
-                return out
-        return self._tail_code(doc, rng)
+        out = _first_change(text, rules)
+        return out if out is not None else self._tail_code(doc, rng)
 
     @staticmethod
     def _subject(doc: Doc, rng: random.Random, quotes: bool) -> str | None:
@@ -156,34 +178,25 @@ def _agree(modal: str, tense: str) -> str:
 
 
 @register
-class ModalVerbs(Augmentation):
+class ModalVerbs(_SdaRule):
     """Put a modal verb phrase in front of the main predicate (SDA MV)."""
 
     name = "ModalVerbs"
     meaning = Meaning.POSSIBLY.value
-    needs = ("parse",)
     source = SOURCE + " (MV)"
     rule = ("code: modal before the first aux/be-verb or the ROOT verb with has/had agreement, or an "
             "intensifier before every adjective (random order, fall back to the other); paper (Alg. 2): "
             "first be-verb -> 'mv be', else ROOT verb -> 'mv lemma' (past: 'mv have' + participle)")
-    defaults = {"variant": "code"}
-    choices = {"variant": VARIANTS}
 
-    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        if doc is None or len(doc) == 0:
-            return None
-        if self.params["variant"] == "paper":
-            return self._paper(doc, rng.choice(MODALS_PAPER))
+    def rewrite_doc(self, text: str, rng: random.Random, doc: Doc) -> str | None:
+        if self.paper:
+            return self._verb_paper(doc, rng.choice(MODALS_PAPER))
         modal = rng.choice(MODALS_CODE)
         intensifier = rng.choice(INTENSIFIERS)
         rules = [lambda: self._verb(doc, modal), lambda: self._adjectives(doc, intensifier)]
         if rng.random() >= 0.5:
             rules.reverse()
-        for rule in rules:
-            out = rule()
-            if out is not None and out != text:
-                return out
-        return None
+        return _first_change(text, rules)
 
     @staticmethod
     def _verb(doc: Doc, modal: str) -> str | None:
@@ -221,7 +234,7 @@ class ModalVerbs(Augmentation):
         return edits.render() if edits else None
 
     @staticmethod
-    def _paper(doc: Doc, modal: str) -> str | None:
+    def _verb_paper(doc: Doc, modal: str) -> str | None:
         for tok in doc:
             if _negated(tok):
                 continue
@@ -320,24 +333,19 @@ def _negations(doc: Doc) -> list[Token]:
 
 
 @register
-class DoubleNegation(Augmentation):
+class DoubleNegation(_SdaRule):
     """Two negative transformations, which cancel out (SDA DN)."""
 
     name = "DoubleNegation"
     meaning = Meaning.POSSIBLY.value
-    needs = ("parse",)
     source = SOURCE + " (DN)"
     rule = ("code: delete no/not/n't, then add 'not' to auxiliaries / do-support on the ROOT until two "
             "transformations; with only one, prefix a random negating template; paper (Alg. 3): the same in "
             "one left-to-right pass, template 'Not that'")
-    defaults = {"variant": "code"}
-    choices = {"variant": VARIANTS}
 
-    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        if doc is None or len(doc) == 0:
-            return None
+    def rewrite_doc(self, text: str, rng: random.Random, doc: Doc) -> str | None:
         neg = _Negator(doc)
-        if self.params["variant"] == "code":
+        if not self.paper:
             for tok in _negations(doc):
                 neg.delete(tok)
             for tok in doc:
@@ -370,22 +378,17 @@ def _lower_first(text: str, doc: Doc) -> str:
 
 
 @register
-class Negation(Augmentation):
+class Negation(_SdaRule):
     """One negative transformation: the SDA hard negative (meaning-altering by design)."""
 
     name = "Negation"
     meaning = Meaning.ALTERING.value
-    needs = ("parse",)
     source = SOURCE + " (negation as negative sample)"
     rule = ("the first of: delete a negation word / add 'not' to an auxiliary / negate the ROOT verb "
             "(do-support); code: a non-verb ROOT gets 'no', nothing applicable -> random template; "
             "paper: nothing applicable -> random template")
-    defaults = {"variant": "code"}
-    choices = {"variant": VARIANTS}
 
-    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        if doc is None or len(doc) == 0:
-            return None
+    def rewrite_doc(self, text: str, rng: random.Random, doc: Doc) -> str | None:
         neg = _Negator(doc)
         negs = {t.i for t in _negations(doc)}
         for tok in doc:
@@ -394,7 +397,7 @@ class Negation(Augmentation):
                 return neg.text()
             if neg.negate_verb(tok):
                 return neg.text()
-            if tok.dep_ == "ROOT" and self.params["variant"] == "code" and not negs:
+            if tok.dep_ == "ROOT" and not self.paper and not negs:
                 if tok.pos_ in ("NOUN", "PROPN", "NUM") and tok.tag_ not in ("NNP", "NNPS"):
                     start = tok.left_edge.i if tok.left_edge.lower_ in ("a", "an", "the", "some") else tok.i
                     if start != tok.i:
