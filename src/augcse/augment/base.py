@@ -24,6 +24,10 @@ class Meaning(str, Enum):
     ALTERING = "altering"
 
 
+# Most rules are reimplementations of NL-Augmenter transformations, as AugCSE used them.
+NL_AUGMENTER = "NL-Augmenter (Dhole et al. 2021) via AugCSE App. A.2"
+
+
 class AugmentationError(RuntimeError):
     """An augmentation cannot run here (for example its model is not available)."""
 

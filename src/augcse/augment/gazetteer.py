@@ -6,11 +6,10 @@ import random
 
 from spacy.tokens import Doc, Span
 
-from augcse.augment.base import Augmentation, Meaning, register
+from augcse.augment.base import NL_AUGMENTER, Augmentation, Meaning, register
 from augcse.augment.lexicon import geonames
 from augcse.augment.text import Edits
 
-NL_AUGMENTER = "NL-Augmenter (Dhole et al. 2021) via AugCSE App. A.2"
 PLACE_LABELS = ("GPE", "LOC")
 
 
@@ -34,9 +33,7 @@ class CityNamesTransformation(Augmentation):
         edits = Edits(doc)
         for ent in _places(doc):
             if ent.text in gaz.big_cities:
-                edits.replace(ent.start, rng.choice(gaz.small_cities))
-                for i in range(ent.start + 1, ent.end):
-                    edits.delete(i)
+                edits.replace_span(ent.start, ent.end, rng.choice(gaz.small_cities))
         return edits.render() if edits else None
 
 

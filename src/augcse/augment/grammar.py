@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spacy.tokens import Token
+from spacy.tokens import Doc, Span, Token
 
 NEGATIONS = {"no", "not", "n't", "never"}
 # Clitic stems spaCy leaves after splitting a negative contraction ("ca n't", "wo n't", "sha n't").
@@ -24,6 +24,11 @@ def is_negation(tok: Token) -> bool:
 def negation_child(tok: Token) -> Token | None:
     """The negation word attached to ``tok`` (its ``neg`` child), if any."""
     return next((c for c in tok.children if c.dep_ == "neg"), None)
+
+
+def root_of(doc: Doc | Span) -> Token:
+    """The ROOT token (the first token when the parse has none)."""
+    return next((t for t in doc if t.dep_ == "ROOT"), doc[0])
 
 
 def subject_of(verb: Token) -> Token | None:

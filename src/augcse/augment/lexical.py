@@ -8,11 +8,9 @@ from functools import lru_cache
 
 from spacy.tokens import Doc, Token
 
-from augcse.augment.base import Augmentation, Meaning, register
+from augcse.augment.base import NL_AUGMENTER, Augmentation, Meaning, register
 from augcse.augment.lexicon import colour_names, discourse_markers, first_names, gender_pairs
 from augcse.augment.text import Edits, match_case
-
-NL_AUGMENTER = "NL-Augmenter (Dhole et al. 2021) via AugCSE App. A.2"
 
 
 def _phrase_at(doc: Doc, i: int, phrases: dict[str, object], max_words: int) -> tuple[str, int] | None:

@@ -14,7 +14,7 @@ from typing import Callable
 from spacy.tokens import Doc, Token
 
 from augcse.augment.base import Augmentation, Meaning, register
-from augcse.augment.grammar import BE_FORMS, CLITIC_STEMS, MODAL_LIKE, do_form, subject_of
+from augcse.augment.grammar import BE_FORMS, CLITIC_STEMS, MODAL_LIKE, do_form, root_of
 from augcse.augment.lexicon import inflect
 from augcse.augment.text import Edits, capitalize_first, decapitalize
 
@@ -25,10 +25,6 @@ TEMPLATES = (
     "It isn't that", "The fact is not that", "It is not true that", "It is not the truth that", "Not that",
     "There is no way that", "There is no chance that", "It is impossible that", "It can't be that",
 )
-
-
-def _root(doc: Doc) -> Token:
-    return next((t for t in doc if t.dep_ == "ROOT"), doc[0])
 
 
 def _is_punct(tok: Token) -> bool:
@@ -88,7 +84,7 @@ def _clause_comma(doc: Doc) -> str | None:
 
 
 def _subject_span(doc: Doc, first_child_only: bool) -> tuple[int, int] | None:
-    root = _root(doc)
+    root = root_of(doc)
     children = list(root.children)
     if first_child_only:
         candidates = children[:1]

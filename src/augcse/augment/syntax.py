@@ -6,16 +6,10 @@ import random
 
 from spacy.tokens import Doc, Span, Token
 
-from augcse.augment.base import Augmentation, Meaning, register
-from augcse.augment.grammar import CLITIC_STEMS, is_plural, subject_of
+from augcse.augment.base import NL_AUGMENTER, Augmentation, Meaning, register
+from augcse.augment.grammar import CLITIC_STEMS, is_plural, root_of, subject_of
 from augcse.augment.lexicon import inflect
 from augcse.augment.text import Edits, capitalize_first, decapitalize, match_case
-
-NL_AUGMENTER = "NL-Augmenter (Dhole et al. 2021) via AugCSE App. A.2"
-
-
-def _root(doc: Doc | Span) -> Token:
-    return next((t for t in doc if t.dep_ == "ROOT"), doc[0])
 
 
 # --------------------------------------------------------------------------- negation removal
@@ -86,7 +80,7 @@ class SentenceSubjectObjectSwitch(Augmentation):
     rule = "the nsubj and dobj subtrees of the ROOT verb trade places (pronoun case and present-tense agreement fixed)"
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        root = _root(doc)
+        root = root_of(doc)
         subj = next((c for c in root.children if c.dep_ == "nsubj"), None)
         obj = next((c for c in root.children if c.dep_ == "dobj"), None)
         if subj is None or obj is None or not subj.i < root.i < obj.i:
@@ -95,12 +89,8 @@ class SentenceSubjectObjectSwitch(Augmentation):
         if any(t.pos_ == "PUNCT" for t in s_span) or any(t.pos_ == "PUNCT" for t in o_span):
             return None
         edits = Edits(doc)
-        edits.replace(s_span.start, _as_role(o_span, "subject", s_span.start == 0))
-        for i in range(s_span.start + 1, s_span.end):
-            edits.delete(i)
-        edits.replace(o_span.start, _as_role(s_span, "object", False))
-        for i in range(o_span.start + 1, o_span.end):
-            edits.delete(i)
+        edits.replace_span(s_span.start, s_span.end, _as_role(o_span, "subject", s_span.start == 0))
+        edits.replace_span(o_span.start, o_span.end, _as_role(s_span, "object", False))
         if root.tag_ in ("VBZ", "VBP") and is_plural(obj) != is_plural(subj):
             edits.replace(root.i, inflect(root.lemma_, "VBP" if is_plural(obj) else "VBZ"))
         return edits.render()
@@ -119,7 +109,7 @@ class Summarization(Augmentation):
     rule = "subject (with compound parts), '!' if negated, ROOT verb, object/attribute head (with compound parts)"
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        root = _root(doc)
+        root = root_of(doc)
         if root.pos_ not in ("VERB", "AUX"):
             return None
         subj = subject_of(root)
@@ -193,7 +183,7 @@ class TenseTransformation(Augmentation):
             "auxiliary or the ROOT verb is re-inflected with lemminflect; conjoined verbs follow")
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        root = _root(doc)
+        root = root_of(doc)
         if root.pos_ not in ("VERB", "AUX"):
             return None
         verbs = [root] + [c for c in root.children if c.dep_ == "conj" and c.pos_ in ("VERB", "AUX")]
@@ -249,7 +239,7 @@ class YodaPerturbation(Augmentation):
     rule = "the object/complement subtree after the ROOT verb moves to the front, followed by a comma (XSV order)"
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        root = _root(doc)
+        root = root_of(doc)
         subj = subject_of(root)
         comp = next((c for c in root.rights if c.dep_ in COMPLEMENT_DEPS), None)
         if subj is None or comp is None or subj.left_edge.i != 0 or comp.pos_ == "PRON":

@@ -27,6 +27,13 @@ class Edits:
     def delete(self, i: int) -> "Edits":
         return self.replace(i, "")
 
+    def replace_span(self, start: int, end: int, text: str) -> "Edits":
+        """Put ``text`` in place of tokens ``start`` to ``end - 1`` (a multi-word name or phrase)."""
+        self.replace(start, text)
+        for i in range(start + 1, end):
+            self.delete(i)
+        return self
+
     def before(self, i: int, text: str) -> "Edits":
         self.pre.setdefault(i, []).append(text)
         return self

@@ -6,11 +6,9 @@ import random
 
 from spacy.tokens import Doc, Token
 
-from augcse.augment.base import Augmentation, Meaning, register
+from augcse.augment.base import NL_AUGMENTER, Augmentation, Meaning, register
 from augcse.augment.lexicon import antonyms, inflect, related_nouns, synonyms
 from augcse.augment.text import Edits, match_case
-
-NL_AUGMENTER = "NL-Augmenter (Dhole et al. 2021) via AugCSE App. A.2"
 
 
 def _form(tok: Token, lemma: str) -> str:
