@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 from functools import lru_cache
+from typing import Callable, Mapping
 
 from spacy.tokens import Doc, Token
 
@@ -22,6 +23,26 @@ def _phrase_at(doc: Doc, i: int, phrases: dict[str, object], max_words: int) -> 
     return None
 
 
+def _replace_phrases(doc: Doc, phrases: Mapping[str, object], max_words: int,
+                     pick: Callable[[int, str, int], str | None]) -> str | None:
+    """Left to right, put ``pick(i, phrase, n_words)`` in place of each phrase found at token ``i``.
+
+    ``pick`` returns None to leave a phrase alone (the scan then moves on by one token), so the
+    colour and discourse-marker rules share one scan and differ only in what fits and what replaces it.
+    """
+    edits, i = Edits(doc), 0
+    while i < len(doc):
+        hit = _phrase_at(doc, i, phrases, max_words)
+        new = pick(i, *hit) if hit else None
+        if new is None:
+            i += 1
+            continue
+        n = hit[1]
+        edits.replace_span(i, i + n, match_case(doc[i].text, new))
+        i += n
+    return edits.render() if edits else None
+
+
 # --------------------------------------------------------------------------- colours
 
 @register
@@ -35,20 +56,12 @@ class ColorTransformation(Augmentation):
     rule = "each adjective/noun colour mention (one to three words) becomes a different random CSS3 colour"
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        names = _colour_index()
-        edits, i = Edits(doc), 0
-        while i < len(doc):
-            hit = _phrase_at(doc, i, names, 3)
-            if hit and doc[i + hit[1] - 1].pos_ in ("ADJ", "NOUN"):
-                key, n = hit
-                new = rng.choice([c for c in colour_names() if c != key])
-                edits.replace(i, match_case(doc[i].text, new))
-                for j in range(i + 1, i + n):
-                    edits.delete(j)
-                i += n
-            else:
-                i += 1
-        return edits.render() if edits else None
+        def pick(i: int, key: str, n: int) -> str | None:
+            if doc[i + n - 1].pos_ not in ("ADJ", "NOUN"):
+                return None
+            return rng.choice([c for c in colour_names() if c != key])
+
+        return _replace_phrases(doc, _colour_index(), 3, pick)
 
 
 @lru_cache(maxsize=1)
@@ -123,19 +136,13 @@ class DiscourseMarkerSubstitution(Augmentation):
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
         by_marker, by_class = discourse_markers()
-        edits, i = Edits(doc), 0
-        while i < len(doc):
-            hit = _phrase_at(doc, i, by_marker, 4)
-            if hit and self._fits(doc, i, hit[0], by_marker[hit[0]]):
-                key, n = hit
-                options = [m for m in by_class[by_marker[key]] if m != key]
-                edits.replace(i, match_case(doc[i].text, rng.choice(options)))
-                for j in range(i + 1, i + n):
-                    edits.delete(j)
-                i += n
-            else:
-                i += 1
-        return edits.render() if edits else None
+
+        def pick(i: int, key: str, n: int) -> str | None:
+            if not self._fits(doc, i, key, by_marker[key]):
+                return None
+            return rng.choice([m for m in by_class[by_marker[key]] if m != key])
+
+        return _replace_phrases(doc, by_marker, 4, pick)
 
     @staticmethod
     def _fits(doc: Doc, i: int, marker: str, cls: str) -> bool:
