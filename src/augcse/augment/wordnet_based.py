@@ -79,23 +79,35 @@ class AntonymSubstitute(Augmentation):
         return edits.render()
 
 
-class _RelatedNoun(Augmentation):
-    relation = "hypernym"
-    meaning = Meaning.ALTERING.value
+class _SampledSubstitution(Augmentation):
+    """Replace each candidate word with probability ``p`` (at least one) by one of its WordNet words."""
+
     needs = ("parse", "wordnet")
-    source = NL_AUGMENTER
     defaults = {"p": 0.5}
 
+    def candidates(self, doc: Doc) -> list[tuple[Token, tuple[str, ...]]]:
+        """The words that may be replaced, each with its replacements."""
+        raise NotImplementedError
+
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        cands = [(t, r) for t in doc if t.pos_ == "NOUN" and _standalone(t)
-                 for r in [_plain(related_nouns(t.lemma_.lower(), self.relation))] if r]
+        cands = self.candidates(doc)
         if not cands:
             return None
         chosen = [c for c in cands if rng.random() < self.params["p"]] or [rng.choice(cands)]
         edits = Edits(doc)
-        for tok, related in chosen:
-            edits.replace(tok.i, _form(tok, rng.choice(related)))
+        for tok, words in chosen:
+            edits.replace(tok.i, _form(tok, rng.choice(words)))
         return edits.render()
+
+
+class _RelatedNoun(_SampledSubstitution):
+    relation = "hypernym"
+    meaning = Meaning.ALTERING.value
+    source = NL_AUGMENTER
+
+    def candidates(self, doc: Doc) -> list[tuple[Token, tuple[str, ...]]]:
+        return [(t, r) for t in doc if t.pos_ == "NOUN" and _standalone(t)
+                for r in [_plain(related_nouns(t.lemma_.lower(), self.relation))] if r]
 
 
 @register
@@ -120,27 +132,19 @@ SYNONYM_POS = ("NOUN", "VERB", "ADJ", "ADV")
 
 
 @register
-class SynonymSubstitution(Augmentation):
+class SynonymSubstitution(_SampledSubstitution):
     """EDA-style synonym replacement with WordNet, matched to the word's part of speech."""
 
     name = "SynonymSubstitution"
     meaning = Meaning.PRESERVING.value
-    needs = ("parse", "wordnet")
     source = NL_AUGMENTER + "; Wei and Zou (2019) EDA"
     rule = "each content word (not a stop word) with a same-POS WordNet synonym is replaced with probability p (at least one)"
-    defaults = {"p": 0.5}
 
-    def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
+    def candidates(self, doc: Doc) -> list[tuple[Token, tuple[str, ...]]]:
         cands = []
         for tok in doc:
             if tok.pos_ in SYNONYM_POS and _standalone(tok) and not tok.is_stop and tok.lemma_.lower() != "be":
                 syns = _plain(synonyms(tok.lemma_.lower(), tok.pos_), 1 if tok.pos_ == "VERB" else 2)
                 if syns:
                     cands.append((tok, syns))
-        if not cands:
-            return None
-        chosen = [c for c in cands if rng.random() < self.params["p"]] or [rng.choice(cands)]
-        edits = Edits(doc)
-        for tok, syns in chosen:
-            edits.replace(tok.i, _form(tok, rng.choice(syns)))
-        return edits.render()
+        return cands
