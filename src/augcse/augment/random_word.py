@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import random
 
+from typing import Callable, ClassVar
+
 from spacy.tokens import Doc
 
 from augcse.augment.base import Augmentation, Meaning, register
@@ -20,20 +22,23 @@ def _count(n: int, p: float, aug_min: int, aug_max: int | None) -> int:
     return min(k, aug_max) if aug_max else k
 
 
+Action = Callable[[list[str], random.Random, int], list[str]]
+
+
 class _RandomWord(Augmentation):
+    """Apply ``action`` to ``k`` of the words; subclasses differ only in the action."""
+
     meaning = Meaning.POSSIBLY.value
     source = NLPAUG
     defaults = {"p": 0.1, "aug_min": 1, "aug_max": 10}
+    action: ClassVar[Action]
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
         words = text.split()
         if len(words) < 2:
             return None
-        out = self.edit(words, rng, _count(len(words), self.params["p"], self.params["aug_min"], self.params["aug_max"]))
+        out = self.action(words, rng, _count(len(words), self.params["p"], self.params["aug_min"], self.params["aug_max"]))
         return " ".join(out) if out else None
-
-    def edit(self, words: list[str], rng: random.Random, k: int) -> list[str]:
-        raise NotImplementedError
 
 
 def delete(words: list[str], rng: random.Random, k: int) -> list[str]:
@@ -56,6 +61,13 @@ def swap(words: list[str], rng: random.Random, k: int) -> list[str]:
     return out
 
 
+ACTIONS: dict[str, Action] = {"delete": delete, "crop": crop, "swap": swap}
+
+
+def any_action(words: list[str], rng: random.Random, k: int) -> list[str]:
+    return ACTIONS[rng.choice(sorted(ACTIONS))](words, rng, k)
+
+
 @register
 class RandomDeletion(_RandomWord):
     """Delete a proportion of the words."""
@@ -63,9 +75,7 @@ class RandomDeletion(_RandomWord):
     name = "RandomDeletion"
     rule = "delete max(1, int(p*n)) random words (at most aug_max); AugCSE Fig. 6 uses p = 0.6"
     defaults = {"p": 0.6, "aug_min": 1, "aug_max": 10}
-
-    def edit(self, words, rng, k):
-        return delete(words, rng, k)
+    action = staticmethod(delete)
 
 
 @register
@@ -74,9 +84,7 @@ class RandomCrop(_RandomWord):
 
     name = "RandomCrop"
     rule = "delete one contiguous span of max(1, int(p*n)) words"
-
-    def edit(self, words, rng, k):
-        return crop(words, rng, k)
+    action = staticmethod(crop)
 
 
 @register
@@ -85,12 +93,7 @@ class RandomSwap(_RandomWord):
 
     name = "RandomSwap"
     rule = "swap max(1, int(p*n)) random words with an adjacent word"
-
-    def edit(self, words, rng, k):
-        return swap(words, rng, k)
-
-
-ACTIONS = {"delete": delete, "crop": crop, "swap": swap}
+    action = staticmethod(swap)
 
 
 @register
@@ -99,9 +102,7 @@ class RandomWordAugmentation(_RandomWord):
 
     name = "RandomWordAugmentation"
     rule = "pick delete, crop or swap uniformly per sentence and apply it with rate p"
-
-    def edit(self, words, rng, k):
-        return ACTIONS[rng.choice(sorted(ACTIONS))](words, rng, k)
+    action = staticmethod(any_action)
 
 
 @register
