@@ -420,3 +420,24 @@ def test_apply_safe_isolates_a_failing_sentence():
 
     out, errors = Boom().apply_safe(["ab", "xy", "cd"])
     assert out == ["AB", "xy", "CD"] and list(errors) == [1] and "no x" in errors[1]
+
+
+def test_wordnet_substitutions_do_not_depend_on_the_hash_seed(tmp_path):
+    """Hypernym/hyponym lists come from NLTK in set order; results must not change across processes."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json; from augcse.augment import augment_batch; "
+        "s=['The dog chased the car across the street.','A teacher gave the students a book about birds.',"
+        "'The building has a large window and a wooden door.']; "
+        "print(json.dumps(augment_batch(['ReplaceHypernyms','ReplaceHyponyms'], s, seed=3)))"
+    )
+    outputs = set()
+    for hash_seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        outputs.add(result.stdout.strip().splitlines()[-1])
+    assert len(outputs) == 1

@@ -76,7 +76,9 @@ def related_nouns(lemma: str, relation: str) -> tuple[str, ...]:
         return ()
     related = synsets[0].hypernyms() if relation == "hypernym" else synsets[0].hyponyms()
     out: list[str] = []
-    for synset in related:
+    # NLTK returns related synsets in set order, which changes with PYTHONHASHSEED: sort by name so the
+    # choice depends only on (seed, augmentation, sentence), in every process.
+    for synset in sorted(related, key=lambda s: s.name()):
         word = _words(synset.lemmas()[0].name())
         if word.lower() != lemma.lower() and word not in out:
             out.append(word)
