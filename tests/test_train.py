@@ -203,3 +203,17 @@ def test_missing_model_and_missing_data_fail_clearly(tmp_path, monkeypatch):
         resolve_data("transfer/MR/rt-polarity.pos", tmp_path)
     result = augcse("eval", str(tmp_path / "nope"), cwd=tmp_path, check=False)
     assert result.returncode == 2 and "does not exist" in result.stderr.strip().splitlines()[-1]
+
+
+def test_every_builtin_recipe_loads_and_validates():
+    from augcse.recipes.config import builtin_recipes
+
+    names = builtin_recipes()
+    assert {"quickstart", "simcse-bert-base", "simcse-roberta-base"} <= set(names)
+    for name in names:
+        recipe = load_recipe(name=name)
+        assert recipe.name and isinstance(recipe.data.views, list)
+    with pytest.raises(RecipeError, match="'data.views' must be a list"):
+        load_recipe(name="quickstart", overrides=["data.views={name: anchor}"])
+    with pytest.raises(RecipeError, match="'data.limit' must be an integer"):
+        load_recipe(name="quickstart", overrides=["data.limit=lots"])

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -78,30 +79,27 @@ class Recipe:
 
 
 def _check_type(key: str, value: Any, hint: Any) -> Any:
-    """Coerce/validate a scalar against a simple type hint (int, float, bool, str, optional, list, dict)."""
-    text = str(hint)
-    optional = "None" in text
+    """Validate a value against a simple type hint: int, float, bool, str, list[...], dict, or ``X | None``."""
+    args = [a for a in get_args(hint) if a is not type(None)]
+    optional = type(None) in get_args(hint)
+    if get_origin(hint) in (Union, UnionType):
+        hint = args[0]
     if value is None:
         if optional:
             return None
         raise RecipeError(f"recipe key {key!r} cannot be null")
-    if "dict" in text and not isinstance(value, dict):
-        raise RecipeError(f"recipe key {key!r} must be a mapping, got {value!r}")
-    if "list" in text:
-        if isinstance(value, str):
-            value = [value]
+    kind = get_origin(hint) or hint
+    if kind is list:
+        value = [value] if isinstance(value, str) else value
         if not isinstance(value, list):
             raise RecipeError(f"recipe key {key!r} must be a list, got {value!r}")
-        return value
-    if "bool" in text:
-        if not isinstance(value, bool):
-            raise RecipeError(f"recipe key {key!r} must be true or false, got {value!r}")
-        return value
-    if "int" in text and "str" not in text:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise RecipeError(f"recipe key {key!r} must be an integer, got {value!r}")
-        return value
-    if "str" in text and not isinstance(value, str):
+    elif kind is dict and not isinstance(value, dict):
+        raise RecipeError(f"recipe key {key!r} must be a mapping, got {value!r}")
+    elif kind is bool and not isinstance(value, bool):
+        raise RecipeError(f"recipe key {key!r} must be true or false, got {value!r}")
+    elif kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise RecipeError(f"recipe key {key!r} must be an integer, got {value!r}")
+    elif kind is str and not isinstance(value, str):
         raise RecipeError(f"recipe key {key!r} must be a string, got {value!r}")
     return value
 
