@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-import yaml
 
-from augcse.recipes.config import RECIPE_DIR, RecipeError, load_recipe
+from augcse.recipes.config import RECIPE_DIR, load_recipe
 
 METHOD_RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")
                         if p.stem.split("-")[0] in {"augcse", "sda", "vascl", "cards", "composite"}
@@ -24,23 +22,7 @@ SENTENCES = [
 
 
 def load(name: str, overrides: list[str]):
-    """``load_recipe``; where the schema still refuses a list of view mappings, validate the rest and re-attach them."""
-    try:
-        return load_recipe(None, name, overrides)
-    except RecipeError as exc:
-        if "data.views" not in str(exc):
-            raise
-    from augcse.recipes.config import _validate_names
-
-    values = yaml.safe_load((RECIPE_DIR / f"{name}.yaml").read_text())
-    views = values["data"].pop("views", [])
-    path = Path(overrides[0].split("=", 1)[1]) / f"{name}.yaml"  # output_dir is the first override
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(values))
-    recipe = load_recipe(path, None, overrides)
-    recipe.data.views = views
-    _validate_names(recipe)
-    return recipe
+    return load_recipe(None, name, overrides)
 
 
 def test_method_recipes_exist():
