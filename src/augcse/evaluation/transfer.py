@@ -20,7 +20,8 @@ The SentEval protocol is kept so that numbers compare with the papers' tables:
   split on whitespace and re-joined with single spaces (SentEval hands token lists to the batcher,
   which joins them with spaces). Empty lines of CR and MPQA are **kept** as (empty) samples, as
   SentEval's ``splitlines()`` does (3775 CR and 10606 MPQA samples). TREC keeps the coarse label
-  (``DESC:manner`` -> ``DESC``) and drops the fine one; MRPC drops its header line (which carries a BOM).
+  (``DESC:manner`` -> ``DESC``) and drops the fine one, and removes the backquotes and apostrophes
+  SentEval's download script strips from the cogcomp files; MRPC drops its header line (with a BOM).
 - Sample order before the folds are drawn is SentEval's (sorted by token count, then label), and the
   folds are ``StratifiedKFold(shuffle=True, random_state=1111 + seed)``, so ``seed=0`` reproduces
   SentEval's folds exactly.
@@ -284,6 +285,7 @@ class TRECTask(Task):
         for line in resolve_data(relpath, data_dir).read_text(encoding="latin-1").splitlines():
             if not line.strip():
                 continue
+            line = line.replace("`", "").replace("'", "")  # SentEval's download script strips these
             target, rest = line.strip().split(":", 1)
             samples.append(_tokens(rest.split(" ", 1)[1]))
             labels.append(TREC_CLASSES.index(target))
