@@ -49,7 +49,6 @@ def test_singular_value_gap_hand_case() -> None:
 
 
 def test_gromov_hausdorff_zero_for_same_sample_and_positive_otherwise() -> None:
-    pytest.importorskip("gudhi")
     rng = np.random.default_rng(0)
     x = rng.normal(size=(40, 5))
     assert g.gromov_hausdorff(x, x) == 0.0

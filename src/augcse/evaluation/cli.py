@@ -30,6 +30,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--fast", action="store_true", help="the tasks' fast mode (fewer folds/seeds)")
     parser.add_argument("--data-dir", default=None, help="data directory (default: $AUGCSE_DATA)")
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads for encoding (1 is much faster on a machine shared with other jobs)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line: task → score")
     parser.add_argument("--list", action="store_true", help="list tasks and suites and exit")
     parser.set_defaults(func=_run_cli)
@@ -49,6 +51,10 @@ def _run_cli(args: argparse.Namespace) -> int:
     names = resolve_tasks(spec)
     if args.original:
         names = [f"{n}-original" if f"{n}-original" in TASKS else n for n in names]
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     root = resolve_data_dir(args.data_dir)
     model = load_model(args.model)
     start = time.perf_counter()

@@ -84,7 +84,7 @@ def _load_builtin_tasks() -> None:
     """Import the task modules so they register themselves (idempotent)."""
     import importlib
 
-    for module in ("sts", "transfer", "clustering", "intent"):
+    for module in ("sts", "transfer", "clustering", "intent", "geometry"):
         try:
             importlib.import_module(f"augcse.evaluation.{module}")
         except ModuleNotFoundError as exc:
