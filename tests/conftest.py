@@ -10,6 +10,10 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests start subprocesses in temporary folders: make relative data paths (e.g. ../shared/data) absolute.
+for _name in ("AUGCSE_DATA", "NLTK_DATA"):
+    if os.environ.get(_name):
+        os.environ[_name] = os.pathsep.join(str(Path(p).resolve()) for p in os.environ[_name].split(os.pathsep))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
