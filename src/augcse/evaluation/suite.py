@@ -97,8 +97,7 @@ class SuiteEvaluator(BaseEvaluator):
         cache = EmbeddingCache(model, batch_size=self.batch_size)
         cache.prefetch([s for n in self.task_names for s in TASKS[n].sentences(self._data[n])])
         results = {n: TASKS[n].evaluate(cache, self._data[n], fast=self.fast) for n in self.task_names}
-        metrics = main_scores(results) if len(self.task_names) > 1 else {
-            name: scores[TASKS[name].main_metric] for name, scores in results.items()}
+        metrics = main_scores(results)
         metrics["score"] = sum(metrics[n] for n in self.task_names) / len(self.task_names)
         metrics = {key: float(value) for key, value in metrics.items()}
         metrics = self.prefix_name_to_metrics(metrics, self.name)
