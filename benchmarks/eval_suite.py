@@ -41,7 +41,7 @@ def main() -> None:
     results = run_tasks(model, args.tasks, args.data_dir, fast=args.fast, cache=cache, progress=False)
     total = time.perf_counter() - start
     task_seconds = sum(r["seconds"] for r in results.values())
-    print(f"| task | main metric | score | seconds |\n|---|---|---:|---:|")
+    print("| task | main metric | score | seconds |\n|---|---|---:|---:|")
     for name, scores in results.items():
         metric = TASKS[name].main_metric
         print(f"| {name} | {metric} | {scores[metric]:.2f} | {scores['seconds']:.1f} |")

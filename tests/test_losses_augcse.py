@@ -6,10 +6,9 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from augcse.losses.augcse import AugCSELoss, AugmentationDiscriminator, discriminator_loss
-from augcse.losses.grl import GradientReversal, scale_gradient
+from augcse.losses.grl import scale_gradient
 
 
 def test_scale_gradient_is_identity_forward_and_alpha_backward():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from augcse.losses import AugCSELoss, CompositeLoss, SDALoss, VaSCLLoss
+from augcse.losses import AugCSELoss, CompositeLoss, SDALoss
 
 ANCHORS = ["The cat sat on the mat .", "He can swim well .", "It rained all day .", "Birds sing at dawn ."]
 POSITIVES = ["The cat , sat on the mat .", "He could swim very well .", "It rained all day !", "Birds sing at dawn ."]

@@ -49,7 +49,6 @@ class GeoNamesTransformation(Augmentation):
             "one of capital / continent / a neighbouring country, or the country of a city")
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        gaz = geonames()
         for ent in _places(doc):
             fact = self._fact(ent.text, rng)
             if fact is None:
