@@ -35,3 +35,22 @@ def test_two_processes_equal_one_with_doubled_batch(tiny_model_dir, tmp_path, he
         assert set(got["grads"]) == set(ref["grads"])
         for name, grad in ref["grads"].items():
             torch.testing.assert_close(got["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_training_runs_under_torchrun_on_cpu(tiny_model_dir, tmp_path, data_dir):
+    """`torchrun -m augcse.train` on two CPU processes: real DDP (use_cpu), dev evaluation on rank 0
+    shared with the other rank, one final model."""
+    import json
+
+    lines = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:64]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(lines) + "\n")
+    _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "augcse.train",
+          "--recipe", "quickstart", f"model.backbone={tiny_model_dir}", f"data.corpus={corpus}", "data.limit=64",
+          "training.per_device_train_batch_size=8", "training.eval_steps=2", "training.max_steps=4",
+          "eval.before=null", "eval.after=null", f"output_dir={tmp_path / 'runs'}", "--data-dir", str(data_dir)],
+         tmp_path)
+    run = tmp_path / "runs" / "quickstart"
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "eval_dev_score" in r] == [2, 4]
+    assert (run / "final" / "modules.json").is_file()

@@ -94,6 +94,11 @@ def build_loss(recipe: Recipe, model) -> torch.nn.Module:
     return factory(model, **params)
 
 
+def _has_accelerator() -> bool:
+    accelerator = getattr(torch, "accelerator", None)
+    return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
+
+
 def training_arguments(recipe: Recipe, has_dev: bool):
     from sentence_transformers import SentenceTransformerTrainingArguments
 
@@ -111,6 +116,8 @@ def training_arguments(recipe: Recipe, has_dev: bool):
         data_seed=recipe.seed,
         dataloader_drop_last=True,
         disable_tqdm=False,
+        # without an accelerator, say so: torchrun/accelerate then run CPU processes as real DDP
+        use_cpu=not _has_accelerator(),
     )
     if has_dev:
         args.update(eval_strategy="steps", eval_steps=125, save_strategy="steps", load_best_model_at_end=True,
