@@ -36,18 +36,21 @@ class ContrastiveLoss(nn.Module):
         self.head = build_head(self.head_name, model.get_embedding_dimension())
         self.gather_across_devices = gather_across_devices
 
-    def embed(self, sentence_features: Iterable[dict[str, Tensor]], dropout_copies: int = 0) -> list[Tensor]:
-        """Embed every column in one merged forward pass; ``dropout_copies`` extra views of column 0.
-
-        Returns the head's outputs, one tensor per column, with the dropout copies right after
-        column 0 (``[anchor, anchor', …, column 1, …]``). The head runs once over all views so that
-        batch-norm statistics cover the whole batch.
-        """
+    def pool(self, sentence_features: Iterable[dict[str, Tensor]], dropout_copies: int = 0) -> list[Tensor]:
+        """The encoder's pooled embeddings of every column, in one merged forward pass, with
+        ``dropout_copies`` extra views of column 0 right after it (``[anchor, anchor', …, column 1, …]``)."""
         features = list(sentence_features)
         columns = [features[0]] * (1 + dropout_copies) + features[1:]
-        pooled = embed_columns(self.model, columns, separate_first=False)
-        sizes = [p.size(0) for p in pooled]
-        return list(torch.split(self.head(torch.cat(pooled)), sizes))
+        return embed_columns(self.model, columns, separate_first=False)
+
+    def apply_head(self, views: Sequence[Tensor]) -> list[Tensor]:
+        """The train-only head over all views at once (batch-norm statistics cover the whole batch),
+        split back into one tensor per view."""
+        return list(torch.split(self.head(torch.cat(list(views))), [v.size(0) for v in views]))
+
+    def embed(self, sentence_features: Iterable[dict[str, Tensor]], dropout_copies: int = 0) -> list[Tensor]:
+        """:meth:`pool` followed by :meth:`apply_head`: what the contrastive terms compare."""
+        return self.apply_head(self.pool(sentence_features, dropout_copies))
 
     def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None) -> dict[str, Tensor]:
         raise NotImplementedError

@@ -102,8 +102,7 @@ class CARDSLoss(ContrastiveLoss):
     def loss_from_pooled(self, pooled: Sequence[Tensor], labels: Tensor | None = None,
                          features: Sequence[dict[str, Tensor]] | None = None) -> dict[str, Tensor]:
         """The loss from pooled embeddings and their token features (used by the composite loss)."""
-        heads = list(torch.split(self.head(torch.cat(list(pooled))), [p.size(0) for p in pooled]))
-        return self._loss(heads, features)
+        return self._loss(self.apply_head(pooled), features)
 
     def _loss(self, embeddings: Sequence[Tensor], features: Sequence[dict[str, Tensor]] | None) -> dict[str, Tensor]:
         query_ids = key_ids = None

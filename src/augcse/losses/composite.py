@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from sentence_transformers.base.losses.merged_forward import embed_columns
@@ -116,8 +115,7 @@ class CompositeLoss(nn.Module):
             if hasattr(term, "loss_from_pooled"):
                 parts = term.loss_from_pooled(inputs, labels, term_features)
             else:
-                heads = torch.split(term.head(torch.cat(inputs)), [p.size(0) for p in inputs])
-                parts = term.compute_loss_from_embeddings(list(heads), labels)
+                parts = term.compute_loss_from_embeddings(term.apply_head(inputs), labels)
             if isinstance(parts, Tensor):
                 parts = {"loss": parts}
             for key, value in parts.items():

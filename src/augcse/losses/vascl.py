@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from sentence_transformers.base.losses.merged_forward import embed_columns
 
 from augcse.losses.base import ContrastiveLoss
 from augcse.losses.infonce import KeyBlock, info_nce
@@ -97,18 +96,17 @@ class VaSCLLoss(ContrastiveLoss):
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
         features = list(sentence_features)
-        pooled = embed_columns(self.model, [features[0], features[0]], separate_first=False)
-        return self.loss_from_pooled(pooled, labels)
+        return self.loss_from_pooled(self.pool(features[:1], dropout_copies=1), labels)
 
     def loss_from_pooled(self, pooled: Sequence[Tensor], labels: Tensor | None = None, features=None) -> dict[str, Tensor]:
         """The loss from the encoder's pooled embeddings ``[e, e']`` (the head and the perturbation run here)."""
         e1, e2 = pooled
-        z1, z2 = torch.split(self.head(torch.cat([e1, e2])), [e1.size(0), e2.size(0)])
+        z1, z2 = self.apply_head([e1, e2])
         instance = self.instance_loss(z1, z2)
         neighbours = nearest_neighbours(e1, self.topk)
         base = e1.detach() if self.detach else e1
         delta = self.virtual_perturbation(base, neighbours)
-        clean, virtual = torch.split(self.head(torch.cat([base, base + delta])), [base.size(0)] * 2)
+        clean, virtual = self.apply_head([base, base + delta])
         return {"instance": instance, "neighbourhood": self.neighbourhood_loss(clean, virtual, neighbours)}
 
     def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
