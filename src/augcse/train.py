@@ -186,10 +186,10 @@ class GracefulStop(TrainerCallback):
 def restore_loss_state(loss: torch.nn.Module, checkpoint: Path) -> None:
     path = checkpoint / LOSS_STATE
     if path.is_file():
-        missing = loss.load_state_dict(torch.load(path, map_location="cpu"), strict=False)
-        unexpected = [k for k in missing.unexpected_keys]
-        if unexpected:
-            raise RuntimeError(f"checkpoint {checkpoint} has loss parameters this loss lacks: {unexpected[:3]}")
+        result = loss.load_state_dict(torch.load(path, map_location="cpu"), strict=False)
+        if result.unexpected_keys:
+            raise RuntimeError(
+                f"checkpoint {checkpoint} has loss parameters this loss lacks: {result.unexpected_keys[:3]}")
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -219,7 +219,7 @@ def format_table(columns: dict[str, dict[str, float]]) -> str:
 def evaluate(model, tasks: str, data_dir: Path | None, batch_size: int) -> dict[str, float]:
     from augcse.evaluation.suite import main_scores, run_tasks
 
-    return {k: float(v) for k, v in main_scores(run_tasks(model, tasks, data_dir, batch_size=batch_size)).items()}
+    return main_scores(run_tasks(model, tasks, data_dir, batch_size=batch_size))
 
 
 def write_model_card(final: Path, recipe: Recipe, scores: dict) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from augcse.evaluation.tasks import SUITES, TASKS, resolve_tasks
+from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks, resolve_tasks
 
 
 def _table(results: dict[str, dict[str, float]], scores: dict[str, float]) -> str:
@@ -43,7 +43,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     from augcse.evaluation.suite import main_scores, run_tasks
 
     if args.list:
-        resolve_tasks("sts")
+        load_builtin_tasks()
         for suite, names in SUITES.items():
             print(f"{suite}: {', '.join(names)}")
         return 0
@@ -59,7 +59,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     start = time.perf_counter()
     results = run_tasks(model, names, root, fast=args.fast, batch_size=args.batch_size)
-    scores = {k: float(v) for k, v in main_scores(results).items()}
+    scores = main_scores(results)
     seconds = time.perf_counter() - start
     print(_table(results, scores))
     print(f"({len(names)} tasks in {seconds:.0f} s)")

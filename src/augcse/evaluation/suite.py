@@ -50,8 +50,8 @@ def run_tasks(
 
 
 def main_scores(results: dict[str, dict[str, float]]) -> dict[str, float]:
-    """``{task: headline score}`` plus suite averages (``sts_avg``, ``transfer_avg``…)."""
-    out = {name: scores[TASKS[name].main_metric] for name, scores in results.items()}
+    """``{task: headline score}`` plus suite averages (``sts_avg``, ``transfer_avg``…), as plain floats."""
+    out = {name: float(scores[TASKS[name].main_metric]) for name, scores in results.items()}
     by_suite: dict[str, list[float]] = {}
     for name, value in out.items():
         for suite in TASKS[name].suites:
@@ -99,7 +99,6 @@ class SuiteEvaluator(BaseEvaluator):
         results = {n: TASKS[n].evaluate(cache, self._data[n], fast=self.fast) for n in self.task_names}
         metrics = main_scores(results)
         metrics["score"] = sum(metrics[n] for n in self.task_names) / len(self.task_names)
-        metrics = {key: float(value) for key, value in metrics.items()}
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics

@@ -61,7 +61,7 @@ def register_task(task: Task) -> Task:
 
 def resolve_tasks(spec: str | Sequence[str]) -> list[str]:
     """Task names from a comma-separated list of task and suite names (case-insensitive)."""
-    _load_builtin_tasks()
+    load_builtin_tasks()
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     by_lower = {name.lower(): name for name in TASKS}
     out: list[str] = []
@@ -80,7 +80,7 @@ def resolve_tasks(spec: str | Sequence[str]) -> list[str]:
     return out
 
 
-def _load_builtin_tasks() -> None:
+def load_builtin_tasks() -> None:
     """Import the task modules so they register themselves (idempotent)."""
     import importlib
 
