@@ -88,3 +88,22 @@ def test_eval_cli_prints_table_and_json_last_line(tiny_st, tmp_path, data_dir, c
                  "--json"]) == 0
     assert set(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == {"STSBenchmark-original",
                                                                                  "sts-original_avg"}
+
+
+def test_eval_cli_save_to_merges_into_the_run_eval_json(tiny_st, tmp_path, data_dir, capsys):
+    import json
+
+    from augcse.cli import main
+
+    run = tmp_path / "run"
+    tiny_st.save(str(run / "final"))
+    (run / "eval.json").write_text(json.dumps({"before": {"STS12": 1.0}, "after": {"STS12": 2.0, "sts_avg": 2.0}}))
+    assert main(["eval", str(run / "final"), "--tasks", "STSBenchmark", "--data-dir", str(data_dir),
+                 "--save-to", str(run), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    saved = json.loads((run / "eval.json").read_text())
+    assert saved["before"] == {"STS12": 1.0}
+    assert saved["after"]["STS12"] == 2.0 and saved["after"]["STSBenchmark"] == printed["STSBenchmark"]
+    assert saved["after"]["sts_avg"] == pytest.approx((2.0 + printed["STSBenchmark"]) / 2)  # over both tasks
+    with pytest.raises(SystemExit, match="not a directory"):
+        main(["eval", str(run / "final"), "--save-to", str(tmp_path / "missing")])

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
+from pathlib import Path
 
 from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks, resolve_tasks
 
@@ -21,6 +23,33 @@ def _table(results: dict[str, dict[str, float]], scores: dict[str, float]) -> st
     return "\n".join(lines)
 
 
+def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "after") -> Path:
+    """Merge ``scores`` into ``RUN_DIR/eval.json`` under ``stage``, so ``augcse report``/``compare`` show them.
+
+    Scores already there for other tasks are kept and suite averages are recomputed over all the
+    stage's tasks; the file is replaced atomically, so an interrupted write never leaves a
+    half-written ``eval.json``.
+    """
+    from augcse.evaluation.suite import with_suite_averages
+
+    load_builtin_tasks()
+
+    path = Path(run_dir) / "eval.json"
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"--save-to: no run directory {path.parent}; give the folder that holds eval.json")
+    saved: dict = {}
+    if path.is_file():
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--save-to: {path} is not valid JSON ({err}); fix or remove it first") from None
+    saved[stage] = with_suite_averages({**saved.get(stage, {}), **scores})
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(saved, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("eval", help="evaluate a model (STS, transfer, clustering, intent…)")
     parser.add_argument("model", help="sentence-transformers folder (e.g. runs/NAME/final) or model name")
@@ -34,6 +63,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                         help="torch threads for encoding (1 is much faster on a machine shared with other jobs)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line: task → score")
     parser.add_argument("--list", action="store_true", help="list tasks and suites and exit")
+    parser.add_argument("--save-to", metavar="RUN_DIR", default=None,
+                        help="merge the scores into RUN_DIR/eval.json (for augcse report / compare)")
+    parser.add_argument("--stage", default="after", help="eval.json stage for --save-to (default: after)")
     parser.set_defaults(func=_run_cli)
 
 
@@ -55,6 +87,8 @@ def _run_cli(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.save_to and not Path(args.save_to).is_dir():
+        raise SystemExit(f"augcse eval: --save-to {args.save_to} is not a directory; give a training run folder")
     root = resolve_data_dir(args.data_dir)
     model = load_model(args.model)
     start = time.perf_counter()
@@ -63,6 +97,8 @@ def _run_cli(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     print(_table(results, scores))
     print(f"({len(names)} tasks in {seconds:.0f} s)")
+    if args.save_to:
+        print(f"scores merged into {save_scores(args.save_to, scores, args.stage)} ({args.stage})")
     if args.json:
         print(json.dumps(scores))
     return 0

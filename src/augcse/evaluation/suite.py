@@ -51,10 +51,15 @@ def run_tasks(
 
 def main_scores(results: dict[str, dict[str, float]]) -> dict[str, float]:
     """``{task: headline score}`` plus suite averages (``sts_avg``, ``transfer_avg``…), as plain floats."""
-    out = {name: float(scores[TASKS[name].main_metric]) for name, scores in results.items()}
+    return with_suite_averages({name: float(scores[TASKS[name].main_metric]) for name, scores in results.items()})
+
+
+def with_suite_averages(scores: dict[str, float]) -> dict[str, float]:
+    """Task scores with every ``{suite}_avg`` recomputed over the registered tasks present."""
+    out = {name: value for name, value in scores.items() if not name.endswith("_avg")}
     by_suite: dict[str, list[float]] = {}
     for name, value in out.items():
-        for suite in TASKS[name].suites:
+        for suite in TASKS[name].suites if name in TASKS else ():
             by_suite.setdefault(suite, []).append(value)
     for suite, values in by_suite.items():
         out[f"{suite}_avg"] = sum(values) / len(values)
