@@ -107,3 +107,18 @@ def test_eval_cli_save_to_merges_into_the_run_eval_json(tiny_st, tmp_path, data_
     assert saved["after"]["sts_avg"] == pytest.approx((2.0 + printed["STSBenchmark"]) / 2)  # over both tasks
     with pytest.raises(SystemExit, match="not a directory"):
         main(["eval", str(run / "final"), "--save-to", str(tmp_path / "missing")])
+
+
+def test_eval_cli_bf16_encoding_stays_close_to_float32(tiny_st, tmp_path, data_dir, capsys):
+    import json
+
+    from augcse.cli import main
+
+    folder = tmp_path / "model"
+    tiny_st.save(str(folder))
+    scores = {}
+    for flag in ([], ["--bf16"]):
+        assert main(["eval", str(folder), "--tasks", "STSBenchmark", "--data-dir", str(data_dir), "--json", *flag]) == 0
+        scores[bool(flag)] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["STSBenchmark"]
+    assert scores[True] != scores[False]  # bf16 really ran
+    assert scores[True] == pytest.approx(scores[False], abs=0.5)

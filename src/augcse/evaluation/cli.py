@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -61,6 +62,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads for encoding (1 is much faster on a machine shared with other jobs)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="encode under bfloat16 autocast (GPUs, AMX CPUs: ~3x faster; cosine to float32 > 0.9999)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line: task → score")
     parser.add_argument("--list", action="store_true", help="list tasks and suites and exit")
     parser.add_argument("--save-to", metavar="RUN_DIR", default=None,
@@ -70,6 +73,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_cli(args: argparse.Namespace) -> int:
+    import torch
+
     from augcse.assets import data_dir as resolve_data_dir
     from augcse.encode import load_model
     from augcse.evaluation.suite import main_scores, run_tasks
@@ -84,15 +89,15 @@ def _run_cli(args: argparse.Namespace) -> int:
     if args.original:
         names = [f"{n}-original" if f"{n}-original" in TASKS else n for n in names]
     if args.threads:
-        import torch
-
         torch.set_num_threads(args.threads)
     if args.save_to and not Path(args.save_to).is_dir():
         raise SystemExit(f"augcse eval: --save-to {args.save_to} is not a directory; give a training run folder")
     root = resolve_data_dir(args.data_dir)
     model = load_model(args.model)
     start = time.perf_counter()
-    results = run_tasks(model, names, root, fast=args.fast, batch_size=args.batch_size)
+    precision = torch.autocast(model.device.type, dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
+    with precision:
+        results = run_tasks(model, names, root, fast=args.fast, batch_size=args.batch_size)
     scores = main_scores(results)
     seconds = time.perf_counter() - start
     print(_table(results, scores))
