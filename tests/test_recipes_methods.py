@@ -1,4 +1,4 @@
-"""Every method recipe validates and trains end to end (two steps) on the tiny model with tiny data."""
+"""Every built-in recipe (CPU and paper GPU ones) validates and trains end to end (two steps) on the tiny\nmodel with tiny data on CPU."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ from augcse.recipes.config import RECIPE_DIR, load_recipe
 METHOD_RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")
                         if p.stem.split("-")[0] in {"augcse", "sda", "vascl", "cards", "composite"}
                         or p.stem == "simcse-minilm")
-CPU_RECIPES = [r for r in METHOD_RECIPES if r.endswith("-minilm")]
+ALL_RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
+# 8-Aug's two LM rewrites need generation models that are not on offline machines: the paper recipes
+# train here with the rest of the set (paper Table 9's "8-2"), everything else as written.
+OFFLINE = {name: ["loss.params.augmentations=8-2-aug", "data.views=[{name: augcse_sample, augmentations: 8-2-aug}]"]
+           for name in ("augcse-bert-base", "augcse-roberta-base")}
 
 SENTENCES = [
     "The cat sat on the mat .", "He can swim very well .", "It rained all day in Paris .",
@@ -39,7 +43,7 @@ def test_recipe_validates(name, tmp_path):
     assert recipe.loss.name in LOSSES
 
 
-@pytest.mark.parametrize("name", CPU_RECIPES)
+@pytest.mark.parametrize("name", ALL_RECIPES)
 def test_recipe_trains_on_tiny_model(name, tiny_model_dir, tmp_path):
     from augcse.train import run
 
@@ -48,7 +52,7 @@ def test_recipe_trains_on_tiny_model(name, tiny_model_dir, tmp_path):
     recipe = load(name, [f"output_dir={tmp_path / 'runs'}", f"model.backbone={tiny_model_dir}",
                          f"data.corpus={corpus}", "data.limit=12", "training.per_device_train_batch_size=4",
                          "training.max_steps=2", "training.logging_steps=1", "eval.dev=null", "eval.before=null",
-                         "eval.after=null", "name=t"])
+                         "eval.after=null", "name=t", *OFFLINE.get(name, [])])
     summary = run(recipe, None)
     assert (tmp_path / "runs" / "t" / "final").is_dir()
     records = [json.loads(line) for line in (tmp_path / "runs" / "t" / "log.jsonl").read_text().splitlines()]
