@@ -105,6 +105,7 @@ def test_eval_cli_save_to_merges_into_the_run_eval_json(tiny_st, tmp_path, data_
     assert saved["before"] == {"STS12": 1.0}
     assert saved["after"]["STS12"] == 2.0 and saved["after"]["STSBenchmark"] == printed["STSBenchmark"]
     assert saved["after"]["sts_avg"] == pytest.approx((2.0 + printed["STSBenchmark"]) / 2)  # over both tasks
+    assert saved["after"]["STSBenchmark/wmean"] == pytest.approx(saved["after"]["sts_avg/wmean"])  # secondary metrics
     with pytest.raises(SystemExit, match="not a directory"):
         main(["eval", str(run / "final"), "--save-to", str(tmp_path / "missing")])
 
@@ -122,3 +123,14 @@ def test_eval_cli_bf16_encoding_stays_close_to_float32(tiny_st, tmp_path, data_d
         scores[bool(flag)] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["STSBenchmark"]
     assert scores[True] != scores[False]  # bf16 really ran
     assert scores[True] == pytest.approx(scores[False], abs=0.5)
+
+
+def test_suite_averages_are_recomputed_for_main_and_secondary_metrics():
+    from augcse.evaluation.suite import with_suite_averages
+    from augcse.evaluation.tasks import load_builtin_tasks
+
+    load_builtin_tasks()
+    scores = with_suite_averages({"AgNews": 80.0, "Tweet": 60.0, "AgNews/nmi": 50.0, "Tweet/nmi": 71.0,
+                                  "clustering_avg": 1.0, "my-own-task": 5.0})
+    assert scores == {"AgNews": 80.0, "Tweet": 60.0, "AgNews/nmi": 50.0, "Tweet/nmi": 71.0, "my-own-task": 5.0,
+                      "clustering_avg": 70.0, "clustering_avg/nmi": 60.5}

@@ -12,13 +12,23 @@ from pathlib import Path
 from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks, resolve_tasks
 
 
+# secondary metrics printed beside the main score and saved by --save-to as "task/metric"
+DETAIL_METRICS = ("mean", "wmean", "nmi", "5shot", "10shot", "20shot")
+
+
+def details(results: dict[str, dict[str, float]]) -> dict[str, float]:
+    """``{"task/metric": value}`` for the :data:`DETAIL_METRICS` each task reports."""
+    return {f"{task}/{k}": float(v) for task, scores in results.items() for k, v in scores.items()
+            if k in DETAIL_METRICS}
+
+
 def _table(results: dict[str, dict[str, float]], scores: dict[str, float]) -> str:
     width = max(len(name) for name in scores) + 2
     lines = [f"{'task'.ljust(width)}{'score':>8}  details", "-" * (width + 40)]
     for name, value in scores.items():
         details = ""
         if name in results:
-            extra = {k: v for k, v in results[name].items() if k in ("mean", "wmean", "nmi", "5shot", "10shot", "20shot")}
+            extra = {k: v for k, v in results[name].items() if k in DETAIL_METRICS}
             details = "  ".join(f"{k} {v:.2f}" for k, v in extra.items())
         lines.append(f"{name.ljust(width)}{value:8.2f}  {details}")
     return "\n".join(lines)
@@ -103,7 +113,8 @@ def _run_cli(args: argparse.Namespace) -> int:
     print(_table(results, scores))
     print(f"({len(names)} tasks in {seconds:.0f} s)")
     if args.save_to:
-        print(f"scores merged into {save_scores(args.save_to, scores, args.stage)} ({args.stage})")
+        saved = save_scores(args.save_to, {**scores, **details(results)}, args.stage)
+        print(f"scores merged into {saved} ({args.stage})")
     if args.json:
         print(json.dumps(scores))
     return 0

@@ -55,14 +55,18 @@ def main_scores(results: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 def with_suite_averages(scores: dict[str, float]) -> dict[str, float]:
-    """Task scores with every ``{suite}_avg`` recomputed over the registered tasks present."""
-    out = {name: value for name, value in scores.items() if not name.endswith("_avg")}
+    """Task scores with every ``{suite}_avg`` recomputed over the registered tasks present.
+
+    Secondary metrics named ``task/metric`` (e.g. ``AgNews/nmi``) get ``{suite}_avg/metric``.
+    """
+    out = {name: value for name, value in scores.items() if "_avg" not in name}
     by_suite: dict[str, list[float]] = {}
     for name, value in out.items():
-        for suite in TASKS[name].suites if name in TASKS else ():
-            by_suite.setdefault(suite, []).append(value)
-    for suite, values in by_suite.items():
-        out[f"{suite}_avg"] = sum(values) / len(values)
+        task, _, metric = name.partition("/")
+        for suite in TASKS[task].suites if task in TASKS else ():
+            by_suite.setdefault(f"{suite}_avg/{metric}" if metric else f"{suite}_avg", []).append(value)
+    for key, values in by_suite.items():
+        out[key] = sum(values) / len(values)
     return out
 
 

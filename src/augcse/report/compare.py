@@ -77,7 +77,7 @@ def mean_std(values: list[float]) -> str:
 
 def _tasks(runs: Sequence[Run], stage: str) -> list[str]:
     tasks = list(dict.fromkeys(t for r in runs for t in r.scores.get(stage, {})))
-    return [t for t in tasks if not t.endswith("_avg")] + [t for t in tasks if t.endswith("_avg")]
+    return [t for t in tasks if "_avg" not in t] + [t for t in tasks if "_avg" in t]
 
 
 def build_comparison(runs: Sequence[Run], baseline: Run | None = None, stage: str = "after") -> Document:
@@ -100,7 +100,7 @@ def build_comparison(runs: Sequence[Run], baseline: Run | None = None, stage: st
         header += [f"Δ {g.label} − {base_group.label}" for g in others]
     rows = []
     for t in tasks:
-        row = [f"**{t}**" if t.endswith("_avg") else t] + [mean_std(g.values(stage, t)) for g in groups]
+        row = [f"**{t}**" if "_avg" in t else t] + [mean_std(g.values(stage, t)) for g in groups]
         if base_group is not None:
             b = base_group.mean(stage, t)
             for g in others:

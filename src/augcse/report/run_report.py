@@ -113,7 +113,7 @@ def score_table(scores: dict[str, dict[str, float]]) -> Table | None:
     header = ["task", *stages] + (["Δ after − before"] if delta else [])
     rows = []
     for task in tasks:
-        row = [f"**{task}**" if task.endswith("_avg") else task]
+        row = [f"**{task}**" if "_avg" in task else task]
         row += [fmt(scores[s].get(task)) for s in stages]
         if delta:
             b, a = scores["before"].get(task), scores["after"].get(task)
