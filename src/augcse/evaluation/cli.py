@@ -11,7 +11,6 @@ from pathlib import Path
 
 from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks, resolve_tasks
 
-
 # secondary metrics printed beside the main score and saved by --save-to as "task/metric"
 DETAIL_METRICS = ("mean", "wmean", "nmi", "5shot", "10shot", "20shot")
 
