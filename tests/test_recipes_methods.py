@@ -1,4 +1,5 @@
-"""Every built-in recipe (CPU and paper GPU ones) validates and trains end to end (two steps) on the tiny\nmodel with tiny data on CPU."""
+"""Every built-in recipe (CPU and paper GPU ones) validates and trains end to end (two steps) on the tiny
+model with tiny data on CPU."""
 
 from __future__ import annotations
 

@@ -15,21 +15,22 @@ from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks, resolve_t
 DETAIL_METRICS = ("mean", "wmean", "nmi", "5shot", "10shot", "20shot")
 
 
+def _details(scores: dict[str, float]) -> dict[str, float]:
+    """The :data:`DETAIL_METRICS` one task reports."""
+    return {k: float(v) for k, v in scores.items() if k in DETAIL_METRICS}
+
+
 def details(results: dict[str, dict[str, float]]) -> dict[str, float]:
     """``{"task/metric": value}`` for the :data:`DETAIL_METRICS` each task reports."""
-    return {f"{task}/{k}": float(v) for task, scores in results.items() for k, v in scores.items()
-            if k in DETAIL_METRICS}
+    return {f"{task}/{k}": v for task, scores in results.items() for k, v in _details(scores).items()}
 
 
 def _table(results: dict[str, dict[str, float]], scores: dict[str, float]) -> str:
     width = max(len(name) for name in scores) + 2
     lines = [f"{'task'.ljust(width)}{'score':>8}  details", "-" * (width + 40)]
     for name, value in scores.items():
-        details = ""
-        if name in results:
-            extra = {k: v for k, v in results[name].items() if k in DETAIL_METRICS}
-            details = "  ".join(f"{k} {v:.2f}" for k, v in extra.items())
-        lines.append(f"{name.ljust(width)}{value:8.2f}  {details}")
+        extra = "  ".join(f"{k} {v:.2f}" for k, v in _details(results.get(name, {})).items())
+        lines.append(f"{name.ljust(width)}{value:8.2f}  {extra}")
     return "\n".join(lines)
 
 
@@ -41,8 +42,6 @@ def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "aft
     half-written ``eval.json``.
     """
     from augcse.evaluation.suite import with_suite_averages
-
-    load_builtin_tasks()
 
     path = Path(run_dir) / "eval.json"
     if not path.parent.is_dir():

@@ -15,7 +15,7 @@ from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 from tqdm.auto import tqdm
 
 from augcse.evaluation.encoding import EmbeddingCache
-from augcse.evaluation.tasks import TASKS, resolve_tasks
+from augcse.evaluation.tasks import TASKS, is_average, load_builtin_tasks, resolve_tasks
 
 
 def run_tasks(
@@ -59,7 +59,8 @@ def with_suite_averages(scores: dict[str, float]) -> dict[str, float]:
 
     Secondary metrics named ``task/metric`` (e.g. ``AgNews/nmi``) get ``{suite}_avg/metric``.
     """
-    out = {name: value for name, value in scores.items() if "_avg" not in name}
+    load_builtin_tasks()
+    out = {name: value for name, value in scores.items() if not is_average(name)}
     by_suite: dict[str, list[float]] = {}
     for name, value in out.items():
         task, _, metric = name.partition("/")

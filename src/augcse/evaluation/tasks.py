@@ -59,6 +59,11 @@ def register_task(task: Task) -> Task:
     return task
 
 
+def is_average(key: str) -> bool:
+    """Whether a score key is a suite average (``sts_avg``, ``clustering_avg/nmi``) rather than a task's."""
+    return key.partition("/")[0].endswith("_avg")
+
+
 def resolve_tasks(spec: str | Sequence[str]) -> list[str]:
     """Task names from a comma-separated list of task and suite names (case-insensitive)."""
     load_builtin_tasks()

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from augcse.evaluation.tasks import is_average
 from augcse.report.document import Document, Heading, Paragraph, Table
 from augcse.report.run_report import Run, fmt, load_run
 
@@ -77,7 +78,7 @@ def mean_std(values: list[float]) -> str:
 
 def _tasks(runs: Sequence[Run], stage: str) -> list[str]:
     tasks = list(dict.fromkeys(t for r in runs for t in r.scores.get(stage, {})))
-    return [t for t in tasks if "_avg" not in t] + [t for t in tasks if "_avg" in t]
+    return [t for t in tasks if not is_average(t)] + [t for t in tasks if is_average(t)]
 
 
 def build_comparison(runs: Sequence[Run], baseline: Run | None = None, stage: str = "after") -> Document:
@@ -100,7 +101,7 @@ def build_comparison(runs: Sequence[Run], baseline: Run | None = None, stage: st
         header += [f"Δ {g.label} − {base_group.label}" for g in others]
     rows = []
     for t in tasks:
-        row = [f"**{t}**" if "_avg" in t else t] + [mean_std(g.values(stage, t)) for g in groups]
+        row = [f"**{t}**" if is_average(t) else t] + [mean_std(g.values(stage, t)) for g in groups]
         if base_group is not None:
             b = base_group.mean(stage, t)
             for g in others:

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from augcse.evaluation.tasks import is_average
 from augcse.report.document import Code, Document, Heading, Image, Paragraph, Table
 from augcse.report.plots import curve_series, training_curves
 
@@ -113,7 +114,7 @@ def score_table(scores: dict[str, dict[str, float]]) -> Table | None:
     header = ["task", *stages] + (["Δ after − before"] if delta else [])
     rows = []
     for task in tasks:
-        row = [f"**{task}**" if "_avg" in task else task]
+        row = [f"**{task}**" if is_average(task) else task]
         row += [fmt(scores[s].get(task)) for s in stages]
         if delta:
             b, a = scores["before"].get(task), scores["after"].get(task)
