@@ -145,9 +145,12 @@ def test_interrupt_and_sigkill_then_resume_equal_uninterrupted(tmp_path, tiny_mo
 
 def test_second_run_without_resume_is_refused(tmp_path, tiny_model_dir, corpus):
     recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, corpus, tmp_path / "runs")
-    (tmp_path / "runs" / "tiny" / "checkpoint-3").mkdir(parents=True)
+    checkpoint = tmp_path / "runs" / "tiny" / "checkpoint-3"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text("{}")
+    (checkpoint / "loss_state.pt").write_bytes(b"")
     result = augcse("train", str(recipe), cwd=tmp_path, check=False)
-    assert result.returncode == 2 and "--resume" in result.stderr
+    assert result.returncode == 2 and "pass --resume to continue from checkpoint-3" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """Read a training corpus into a ``datasets.Dataset`` with one ``text`` column.
 
 Bad lines never stop a run: empty, whitespace-only, undecodable, malformed, too short and too long
-lines are skipped and counted by reason; the counts are logged and returned.
+lines are skipped and counted by reason; the counts are returned, and logged as a warning whenever a
+line was skipped for any reason but the recipe's ``limit``.
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ def read_corpus(
     stats.kept = len(kept)
     if not kept:
         raise ValueError(f"corpus {path} has no usable sentence ({stats.summary()})")
-    logger.info("corpus %s: %s", path.name, stats.summary())
+    bad = sum(count for reason, count in stats.skipped.items() if reason != "over_limit")
+    logger.log(logging.WARNING if bad else logging.INFO, "corpus %s: %s", path.name, stats.summary())
     return kept, stats
 
 

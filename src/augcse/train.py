@@ -9,23 +9,26 @@ the kept model in ``final/`` with a model card) and a graceful stop on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import math
 import os
-import signal
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import torch
-from transformers import TrainerCallback
-
 from augcse.assets import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
-from augcse.corpus import load_corpus
-from augcse.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe
+from augcse.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, builtin_recipes, load_recipe
+from augcse.rundir import RunFolder, checkpoint_step, latest_checkpoint
 
 logger = logging.getLogger(__name__)
-LOSS_STATE = "loss_state.pt"
+
+
+class RunError(RuntimeError):
+    """A run stopped for a reason outside the recipe (a full disk); the message says what is still resumable."""
 
 
 # --------------------------------------------------------------------------- pieces
@@ -41,29 +44,47 @@ def build_model(recipe: Recipe):
     from augcse.modules import build_sentence_transformer, freeze_fixed_weights
 
     location = resolve_model(recipe.model.backbone)
-    if recipe.model.pooler is None:
-        model = SentenceTransformer(location)
-    else:
-        model = build_sentence_transformer(location, recipe.model.pooler, max_seq_length=None)
+    try:
+        if recipe.model.pooler is None:
+            model = SentenceTransformer(location)
+        else:
+            model = build_sentence_transformer(location, recipe.model.pooler, max_seq_length=None)
+    except (OSError, ValueError, KeyError) as exc:  # Hub errors are OSErrors; a bad folder a ValueError/KeyError
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise AssetError(f"recipe key 'model.backbone': {recipe.model.backbone!r} could not be loaded ({first}); "
+                         "pass an existing model folder or a Hub model name") from None
     freeze_fixed_weights(model)
     return model
 
 
 def resolve_corpus(recipe: Recipe, data_dir: Path | None) -> Path:
-    """The corpus file: a path, or a data-directory path with the recipe's fallbacks (logged when used)."""
-    candidates = [recipe.data.corpus, *recipe.data.fallback]
-    tried = []
-    for index, candidate in enumerate(candidates):
-        if Path(candidate).expanduser().is_file():
-            return Path(candidate).expanduser()
-        try:
-            path = resolve_data(candidate, data_dir)
-        except AssetError as exc:
-            tried.append(str(exc))
-            continue
-        if index > 0:
-            logger.warning("corpus %s is not available here; using %s instead", recipe.data.corpus, candidate)
+    """The corpus file, found without downloading anything large twice.
+
+    A corpus the user names must exist (a path, or a data-directory relative path). Only the built-in default,
+    SimCSE's wiki1m, falls back to ``data.fallback`` when it is not available here, with a warning.
+    """
+    corpus = recipe.data.corpus
+    path = Path(corpus).expanduser()
+    if path.is_file():
         return path
+    if corpus != DEFAULT_CORPUS:
+        if has_data(corpus, data_dir):
+            return resolve_data(corpus, data_dir, download=False)
+        where = f" or under the data directory {data_dir}" if data_dir else " (no data directory given)"
+        raise RecipeError(f"recipe key 'data.corpus': {corpus} does not exist as a file{where}; fix the path")
+    tried = []
+    for index, candidate in enumerate([corpus, *recipe.data.fallback]):
+        if Path(candidate).expanduser().is_file():
+            found = Path(candidate).expanduser()
+        else:
+            try:
+                found = resolve_data(candidate, data_dir)
+            except AssetError as exc:
+                tried.append(str(exc))
+                continue
+        if index > 0:
+            logger.warning("corpus %s is not available here; using %s instead", corpus, candidate)
+        return found
     raise AssetError(f"no corpus found for recipe {recipe.name!r}: " + " | ".join(tried))
 
 
@@ -74,7 +95,7 @@ def default_tasks(data_dir: Path | None) -> dict[str, str]:
     return {"dev": "STSBenchmark-dev-original", "sts": "STSBenchmark-original"}
 
 
-def build_loss(recipe: Recipe, model) -> torch.nn.Module:
+def build_loss(recipe: Recipe, model):
     """The recipe's loss from the registry; a loss with a ``head`` argument defaults to the pooler's head."""
     import inspect
 
@@ -95,18 +116,24 @@ def build_loss(recipe: Recipe, model) -> torch.nn.Module:
 
 
 def _has_accelerator() -> bool:
+    import torch
+
     accelerator = getattr(torch, "accelerator", None)
     return bool(accelerator.is_available()) if accelerator is not None else torch.cuda.is_available()
 
 
-def training_arguments(recipe: Recipe, has_dev: bool):
+def training_arguments(recipe: Recipe, has_dev: bool, total_steps: int = 0):
+    """The trainer arguments: augcse's defaults, then the recipe's ``training`` keys.
+
+    Every run is resumable: without a dev task a checkpoint is saved about every quarter of the run (at most
+    every 500 steps) unless the recipe sets ``save_steps`` or ``save_strategy`` itself.
+    """
     from sentence_transformers import SentenceTransformerTrainingArguments
 
     args: dict[str, Any] = dict(
         num_train_epochs=1,
         per_device_train_batch_size=64,
         learning_rate=3e-5,
-        warmup_ratio=0.0,
         weight_decay=0.0,
         lr_scheduler_type="linear",
         logging_steps=10,
@@ -123,83 +150,16 @@ def training_arguments(recipe: Recipe, has_dev: bool):
         args.update(eval_strategy="steps", eval_steps=125, save_strategy="steps", load_best_model_at_end=True,
                     greater_is_better=True)
     else:
-        args.update(save_strategy="steps", save_steps=125)
+        args.update(save_strategy="steps", save_steps=max(1, min(500, math.ceil(total_steps / 4))))
     args.update(recipe.training)
     if has_dev:
         args.setdefault("save_steps", args["eval_steps"])
         args.setdefault("metric_for_best_model", "eval_dev_score")
-    return SentenceTransformerTrainingArguments(output_dir=str(recipe.run_dir), **args)
-
-
-# --------------------------------------------------------------------------- callbacks
-
-class JsonlLogger(TrainerCallback):
-    """Every trainer log event (named loss components, learning rate, dev score) as one JSON line."""
-
-    def __init__(self, path: Path, loss: torch.nn.Module) -> None:
-        self.path = path
-        self.loss = loss
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or not logs:
-            return
-        metrics = getattr(self.loss, "pop_metrics", None)
-        record = {"step": state.global_step, "epoch": state.epoch, **logs, **(metrics() if metrics else {})}
-        with open(self.path, "a") as handle:
-            handle.write(json.dumps(record) + "\n")
-
-
-class LossStateCheckpoint(TrainerCallback):
-    """Save the loss's own parameters (train-only heads, discriminators) into each checkpoint, so resume is exact."""
-
-    def __init__(self, loss: torch.nn.Module) -> None:
-        self.loss = loss
-
-    def on_save(self, args, state, control, **kwargs):
-        if state.is_world_process_zero:
-            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            state_dict = {k: v for k, v in self.loss.state_dict().items() if not k.startswith("model.")}
-            torch.save(state_dict, folder / LOSS_STATE)
-
-
-class GracefulStop(TrainerCallback):
-    """On SIGINT/SIGTERM finish the current step, save a resumable checkpoint and stop."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self._request)
-
-    def _request(self, signum, frame) -> None:
-        if self.requested:  # a second Ctrl-C stops at once
-            raise KeyboardInterrupt
-        self.requested = True
-        logger.warning("stop requested: saving a checkpoint after this step (Ctrl-C again to abort)")
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.requested:
-            control.should_save = True
-            control.should_training_stop = True
-        return control
-
-
-def restore_loss_state(loss: torch.nn.Module, checkpoint: Path) -> None:
-    path = checkpoint / LOSS_STATE
-    if path.is_file():
-        result = loss.load_state_dict(torch.load(path, map_location="cpu"), strict=False)
-        if result.unexpected_keys:
-            raise RuntimeError(
-                f"checkpoint {checkpoint} has loss parameters this loss lacks: {result.unexpected_keys[:3]}")
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest *complete* checkpoint: a process killed while saving leaves a folder without the
-    files written last (the trainer state, then the loss state), which is skipped."""
-    complete = [
-        path for path in run_dir.glob("checkpoint-*")
-        if path.name.split("-")[-1].isdigit() and (path / "trainer_state.json").is_file() and (path / LOSS_STATE).is_file()
-    ]
-    return max(complete, key=lambda p: int(p.name.split("-")[-1]), default=None)
+    try:
+        return SentenceTransformerTrainingArguments(output_dir=str(recipe.run_dir), **args)
+    except (ValueError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise RecipeError(f"recipe section 'training': {first}") from None
 
 
 # --------------------------------------------------------------------------- reporting
@@ -234,32 +194,102 @@ def write_model_card(final: Path, recipe: Recipe, scores: dict) -> None:
 
 # --------------------------------------------------------------------------- the run
 
-def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False) -> dict:
-    """Train ``recipe`` end to end; returns the run summary (also written to ``run_dir/summary.json``)."""
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def check_inputs(recipe: Recipe, root: Path | None) -> Path:
+    """Everything the run names that can be checked without loading: the corpus, the model, the output folder.
+
+    Returns the corpus file. Raises one-line errors (exit 2 from the CLI), before anything is written.
+    """
+    output = Path(recipe.output_dir).expanduser()
+    if output.exists() and not output.is_dir():
+        raise RecipeError(f"recipe key 'output_dir': {output} exists and is not a folder; choose another output_dir=")
+    corpus = resolve_corpus(recipe, root)
+    resolve_model(recipe.model.backbone)
+    return corpus
+
+
+def read_training_corpus(recipe: Recipe, corpus_path: Path):
+    """The corpus read and cleaned; refuses one that leaves less than one batch (it would train on nothing)."""
+    from augcse.corpus import load_corpus
+
+    options = {k: getattr(recipe.data, k) for k in ("limit", "shuffle", "dedupe", "min_words", "max_chars")}
+    corpus, stats = load_corpus(corpus_path, column=recipe.data.column, seed=recipe.seed, **options)
+    batch = int(recipe.training.get("per_device_train_batch_size", 64)) * world_size()
+    if stats.kept < batch:
+        raise RecipeError(f"corpus {corpus_path} leaves {stats.kept} usable rows ({stats.summary()}), fewer than one "
+                          f"batch of {batch}; fix the file or data.column, or lower "
+                          "training.per_device_train_batch_size")
+    return corpus, stats
+
+
+def total_steps(recipe: Recipe, rows: int) -> int:
+    """Optimizer steps of the run (``max_steps``, else epochs over the rows with the last partial batch dropped)."""
+    training = recipe.training
+    if training.get("max_steps", -1) > 0:
+        return int(training["max_steps"])
+    per_step = (int(training.get("per_device_train_batch_size", 64)) * world_size()
+                * int(training.get("gradient_accumulation_steps", 1)))
+    return max(1, math.ceil(float(training.get("num_train_epochs", 1)) * max(1, rows // per_step)))
+
+
+def _is_write_error(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("no space left" in text or "file write failed" in text)
+
+
+def _write_error(run_dir: Path, model, exc: BaseException) -> RunError:
+    """One line: how much a checkpoint needs, how much is free, what can still be resumed."""
+    last = latest_checkpoint(run_dir)
+    if last is not None:
+        needed = sum(f.stat().st_size for f in last.rglob("*") if f.is_file())
+    else:  # weights + two Adam moments
+        needed = 3 * sum(p.numel() * p.element_size() for p in model.parameters())
+    free = shutil.disk_usage(run_dir).free
+    resumable = (f"the last complete checkpoint, {last.name}, is still resumable: free space and run again with "
+                 "--resume") if last else "no complete checkpoint was saved yet: free space and start again with --overwrite"
+    reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+    return RunError(f"could not write a checkpoint in {run_dir} ({reason}): about {needed / 2**20:.0f} MiB needed, "
+                    f"{free / 2**20:.0f} MiB free; {resumable}")
+
+
+def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False, overwrite: bool = False) -> dict:
+    """Train ``recipe`` end to end; returns the run summary (also written to ``run_dir/summary.json``).
+
+    The process with rank 0 claims the run folder (see :mod:`augcse.rundir`) for the whole run.
+    """
+    root = resolve_data_dir(data_dir)
+    corpus_path = check_inputs(recipe, root)
+    folder = RunFolder(recipe.run_dir)
+    if int(os.environ.get("RANK", "0")) == 0:
+        checkpoint = folder.claim(recipe.to_dict(), resume=resume, overwrite=overwrite)
+    else:
+        checkpoint = latest_checkpoint(recipe.run_dir) if resume else None
+    try:
+        return _train(recipe, root, corpus_path, checkpoint)
+    finally:
+        folder.release()
+
+
+def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Path | None) -> dict:
+    import torch
     from sentence_transformers import SentenceTransformerTrainer
 
+    from augcse.callbacks import GracefulStop, JsonlLogger, LossStateCheckpoint, restore_loss_state, truncate_log
     from augcse.evaluation.suite import SuiteEvaluator
     from augcse.views import ViewContext, build_views
 
     started = time.perf_counter()
-    root = resolve_data_dir(data_dir)
     run_dir = recipe.run_dir
-    checkpoint = latest_checkpoint(run_dir) if resume else None
-    if resume and checkpoint is None:
-        raise RecipeError(f"--resume: no checkpoint in {run_dir}; start the run without --resume")
-    if not resume and run_dir.exists() and any(run_dir.glob("checkpoint-*")):
-        raise RecipeError(f"{run_dir} already has checkpoints; pass --resume to continue, or choose another name=")
     main_process = int(os.environ.get("RANK", "0")) == 0
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if main_process:
-        (run_dir / "recipe.yaml").write_text(recipe.to_yaml())
-
+    corpus, stats = read_training_corpus(recipe, corpus_path)
     torch.manual_seed(recipe.seed)
     model = build_model(recipe)
     loss = build_loss(recipe, model)
-    corpus_path = resolve_corpus(recipe, root)
-    options = {k: getattr(recipe.data, k) for k in ("limit", "shuffle", "dedupe", "min_words", "max_chars")}
-    corpus, stats = load_corpus(corpus_path, column=recipe.data.column, seed=recipe.seed, **options)
     context = ViewContext(model=model, seed=recipe.seed, data_dir=root, run_dir=run_dir)
     train_dataset = build_views(corpus, recipe.data.views, context)
 
@@ -268,12 +298,16 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
     before_tasks = defaults["sts"] if recipe.eval.before == "auto" else recipe.eval.before
     after_tasks = defaults["sts"] if recipe.eval.after == "auto" else recipe.eval.after
     evaluator = SuiteEvaluator(dev, root, batch_size=recipe.eval.batch_size, name="dev") if dev else None
-    args = training_arguments(recipe, has_dev=evaluator is not None)
+    args = training_arguments(recipe, has_dev=evaluator is not None, total_steps=total_steps(recipe, len(train_dataset)))
 
-    scores: dict[str, dict[str, float]] = {}
     eval_file = run_dir / "eval.json"
-    if resume and eval_file.is_file():
-        scores = json.loads(eval_file.read_text())
+    scores: dict[str, dict[str, float]] = {}
+    if main_process:
+        if checkpoint is None:
+            (run_dir / "recipe.yaml").write_text(recipe.to_yaml())
+        else:
+            truncate_log(run_dir / "log.jsonl", checkpoint_step(checkpoint))
+            scores = json.loads(eval_file.read_text()) if eval_file.is_file() else {}
     if before_tasks and main_process and "before" not in scores:
         logger.info("evaluating the starting model on %s", before_tasks)
         scores["before"] = evaluate(model, before_tasks, root, recipe.eval.batch_size)
@@ -290,12 +324,18 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
     if checkpoint is not None:
         restore_loss_state(loss, checkpoint)
         logger.info("resuming from %s", checkpoint)
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    try:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    except (OSError, RuntimeError) as exc:
+        if _is_write_error(exc):
+            raise _write_error(run_dir, model, exc) from None
+        raise
     if stopper.requested:
         last = latest_checkpoint(run_dir)
         print(f"\nStopped; resumable checkpoint: {last}. Continue with: augcse train ... --resume", flush=True)
         return {"stopped": True, "checkpoint": str(last)}
 
+    best = trainer.state.best_model_checkpoint
     summary: dict[str, Any] = {
         "name": recipe.name,
         "corpus": str(corpus_path),
@@ -303,8 +343,8 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
         "train_rows": len(train_dataset),
         "global_step": trainer.state.global_step,
         "best_metric": trainer.state.best_metric,
-        "best_checkpoint": trainer.state.best_model_checkpoint,
-        "best_step": int(trainer.state.best_model_checkpoint.rsplit("-", 1)[1]) if trainer.state.best_model_checkpoint else None,
+        "best_checkpoint": best,
+        "best_step": checkpoint_step(Path(best)) if best else None,
     }
     if trainer.is_world_process_zero():
         final = run_dir / "final"
@@ -316,7 +356,9 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
         write_model_card(final, recipe, scores)
         summary["seconds"] = time.perf_counter() - started
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        print(f"\nKept model: step {summary['best_step']} (dev {summary['best_metric']}); saved to {final}", flush=True)
+        kept = f"step {summary['best_step']} (dev {summary['best_metric']:.2f})" if best else \
+            f"the last step, {summary['global_step']} (no dev task)"
+        print(f"\nKept model: {kept}; saved to {final}", flush=True)
     return summary
 
 
@@ -329,7 +371,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--recipe", help=f"built-in recipe name ({', '.join(builtin_recipes())})")
     parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.learning_rate=1e-5 name=myrun")
     parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA, else the embedded defaults)")
-    parser.add_argument("--resume", action="store_true", help="continue from the run's latest checkpoint")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an unfinished run from its newest complete checkpoint (same recipe only)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="empty the run folder first: replaces a finished or unfinished run of the same name")
     parser.set_defaults(func=_run_cli)
 
 
@@ -340,13 +385,15 @@ def _run_cli(args: argparse.Namespace) -> int:
         overrides.insert(0, source)
         source = None
     recipe = load_recipe(source, args.recipe, overrides)
-    result = run(recipe, args.data_dir, resume=args.resume)
+    try:
+        result = run(recipe, args.data_dir, resume=args.resume, overwrite=args.overwrite)
+    except RunError as exc:
+        print(f"augcse train: error: {exc}", file=sys.stderr)
+        return 1
     return 130 if result.get("stopped") else 0
 
 
 if __name__ == "__main__":  # ``python -m augcse.train`` for torchrun/accelerate launch
-    import sys
-
     from augcse.cli import main
 
     sys.exit(main(["train", *sys.argv[1:]]))

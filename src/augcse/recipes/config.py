@@ -7,12 +7,15 @@ Command-line overrides use dotted keys: ``training.learning_rate=1e-5 data.limit
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from types import UnionType
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 import yaml
+
+from augcse.recipes.checks import check_range, check_value
 
 RECIPE_DIR = Path(__file__).parent
 
@@ -21,24 +24,31 @@ class RecipeError(ValueError):
     """A recipe is invalid; the message is one line saying what and how to fix it."""
 
 
+POSITIVE = {"range": (0, None, True)}
+NON_NEGATIVE = {"range": (0, None, False)}
+DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
+
+
 @dataclass
 class ModelConfig:
     backbone: str = "sentence-transformers/all-MiniLM-L6-v2"
     pooler: str | None = "avg"  # None keeps a sentence-transformers folder's own pooling
-    max_seq_length: int = 32
+    max_seq_length: int = field(default=32, metadata=POSITIVE)
 
 
 @dataclass
 class DataConfig:
-    corpus: str = "corpus/wiki1m_for_simcse.txt"  # a path, or a data-directory relative path
+    # a path, or a data-directory relative path; only the default corpus falls back (see ``fallback``)
+    corpus: str = DEFAULT_CORPUS
+    # used, with a warning, only when ``corpus`` is the default wiki1m and is not available here
     fallback: list[str] = field(default_factory=lambda: ["corpus/wiki1m_for_simcse.first11914.txt",
                                                           "corpus/wiki_default.txt"])
     column: str = "text"
-    limit: int | None = None
+    limit: int | None = field(default=None, metadata=POSITIVE)
     shuffle: bool = False
     dedupe: bool = False
-    min_words: int = 1
-    max_chars: int | None = 10_000
+    min_words: int = field(default=1, metadata=NON_NEGATIVE)
+    max_chars: int | None = field(default=10_000, metadata=POSITIVE)
     views: list[dict] = field(default_factory=list)  # registered view builders, in order: [{name: …, …}]
 
 
@@ -53,13 +63,13 @@ class EvalConfig:
     dev: str | None = "auto"  # task for model selection; auto: STS-B dev (processed if available, else original)
     before: str | None = "auto"  # tasks before/after training; auto: the 7 STS tasks with a data dir, else STS-B
     after: str | None = "auto"
-    batch_size: int = 128
+    batch_size: int = field(default=128, metadata=POSITIVE)
 
 
 @dataclass
 class Recipe:
     name: str = "run"
-    seed: int = 42
+    seed: int = field(default=42, metadata=NON_NEGATIVE)
     output_dir: str = "runs"
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -78,29 +88,18 @@ class Recipe:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
-def _check_type(key: str, value: Any, hint: Any) -> Any:
-    """Validate a value against a simple type hint: int, float, bool, str, list[...], dict, or ``X | None``."""
-    args = [a for a in get_args(hint) if a is not type(None)]
-    optional = type(None) in get_args(hint)
-    if get_origin(hint) in (Union, UnionType):
-        hint = args[0]
-    if value is None:
-        if optional:
-            return None
+def _check_field(key: str, value: Any, hint: Any, metadata: Any) -> Any:
+    """Validate one recipe value against its field's type hint and range; a single string may stand for a list."""
+    if value is None and type(None) not in get_args(hint):
         raise RecipeError(f"recipe key {key!r} cannot be null")
-    kind = get_origin(hint) or hint
-    if kind is list:
-        value = [value] if isinstance(value, str) else value
-        if not isinstance(value, list):
-            raise RecipeError(f"recipe key {key!r} must be a list, got {value!r}")
-    elif kind is dict and not isinstance(value, dict):
-        raise RecipeError(f"recipe key {key!r} must be a mapping, got {value!r}")
-    elif kind is bool and not isinstance(value, bool):
-        raise RecipeError(f"recipe key {key!r} must be true or false, got {value!r}")
-    elif kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise RecipeError(f"recipe key {key!r} must be an integer, got {value!r}")
-    elif kind is str and not isinstance(value, str):
-        raise RecipeError(f"recipe key {key!r} must be a string, got {value!r}")
+    if get_origin(hint) is list and isinstance(value, str):
+        value = [value]
+    try:
+        check_value(key, value, hint)
+        if "range" in metadata:
+            check_range(key, value, *metadata["range"])
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
     return value
 
 
@@ -108,37 +107,84 @@ def _build(cls: type, values: dict, prefix: str = "") -> Any:
     if not isinstance(values, dict):
         raise RecipeError(f"recipe section {prefix.rstrip('.') or 'root'!r} must be a mapping, got {values!r}")
     hints = get_type_hints(cls)
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(values) - set(known))
     if unknown:
-        raise RecipeError(f"unknown recipe key {prefix + unknown[0]!r}; allowed here: {', '.join(sorted(known))}")
+        raise RecipeError(f"unknown recipe key {prefix + unknown[0]!r}{suggestion(unknown[0], known)}; "
+                          f"allowed here: {', '.join(sorted(known))}")
     kwargs = {}
     for name, value in values.items():
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
             kwargs[name] = _build(hint, value or {}, f"{prefix}{name}.")
         else:
-            kwargs[name] = _check_type(prefix + name, value, hint)
+            kwargs[name] = _check_field(prefix + name, value, hint, known[name].metadata)
     return cls(**kwargs)
 
 
-def _validate_training(training: dict) -> None:
+def suggestion(name: str, choices: Any) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices``, or nothing."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# Ranges of the trainer arguments a recipe commonly sets: (low, high, low_open).
+TRAINING_RANGES: dict[str, tuple[float | None, float | None, bool]] = {
+    **{key: (0, None, True) for key in ("per_device_train_batch_size", "per_device_eval_batch_size",
+                                        "gradient_accumulation_steps", "eval_steps", "save_steps",
+                                        "logging_steps", "num_train_epochs", "learning_rate", "save_total_limit")},
+    **{key: (0, None, False) for key in ("weight_decay", "warmup_steps", "seed", "data_seed", "max_grad_norm")},
+    "warmup_ratio": (0, 1, False),
+    "max_steps": (-1, None, False),
+}
+
+
+def _training_hints() -> dict[str, Any]:
     from sentence_transformers import SentenceTransformerTrainingArguments
 
-    allowed = {f.name for f in fields(SentenceTransformerTrainingArguments)}
-    for key in training:
-        if key not in allowed or key == "output_dir":
+    return get_type_hints(SentenceTransformerTrainingArguments)
+
+
+def _validate_training(training: dict) -> None:
+    """Every ``training.*`` key is a trainer argument of the right type and range; named loggers are installed."""
+    hints = _training_hints()
+    for key, value in training.items():
+        if key not in hints or key == "output_dir":
             raise RecipeError(
-                f"unknown recipe key 'training.{key}': not a SentenceTransformerTrainingArguments field "
-                "(output_dir comes from the recipe's output_dir and name)"
+                f"unknown recipe key 'training.{key}'{suggestion(key, hints)}: not a SentenceTransformerTrainingArguments "
+                "field (output_dir comes from the recipe's output_dir and name)"
             )
-    for key in ("per_device_train_batch_size", "eval_steps", "save_steps", "max_steps"):
-        value = training.get(key)
-        if value is not None and (not isinstance(value, int) or (value <= 0 and key != "max_steps")):
-            raise RecipeError(f"recipe key 'training.{key}' must be a positive integer, got {value!r}")
-    lr = training.get("learning_rate")
-    if lr is not None and (not isinstance(lr, (int, float)) or lr <= 0):
-        raise RecipeError(f"recipe key 'training.learning_rate' must be a positive number, got {lr!r}")
+        try:
+            if value is not None:
+                check_value(f"training.{key}", value, hints[key])
+            if key in TRAINING_RANGES:
+                check_range(f"training.{key}", value, *TRAINING_RANGES[key])
+        except ValueError as exc:
+            raise RecipeError(str(exc)) from None
+    if training.get("max_steps") == 0:
+        raise RecipeError("recipe key 'training.max_steps' must be a positive integer (or -1 for epochs), got 0")
+    _validate_report_to(training.get("report_to"))
+
+
+def _validate_report_to(report_to: str | list[str] | None) -> None:
+    """A logging backend named in ``training.report_to`` must be known and installed, or the run would fail late."""
+    if report_to is None:
+        return
+    from transformers.integrations import get_available_reporting_integrations
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    available = set(get_available_reporting_integrations())
+    for name in [report_to] if isinstance(report_to, str) else report_to:
+        if name in ("none", "all"):
+            continue
+        if name not in INTEGRATION_TO_CALLBACK:
+            raise RecipeError(f"recipe key 'training.report_to': unknown logging backend {name!r}"
+                              f"{suggestion(name, INTEGRATION_TO_CALLBACK)}; choose from none, "
+                              f"{', '.join(INTEGRATION_TO_CALLBACK)}")
+        if name not in available:
+            extra = " (or pip install 'augcse[tensorboard]')" if name == "tensorboard" else ""
+            raise RecipeError(f"recipe key 'training.report_to': {name} is not installed; pip install {name}{extra}, "
+                              "or drop it from report_to")
 
 
 def _validate_names(recipe: Recipe) -> None:
@@ -155,10 +201,26 @@ def _validate_names(recipe: Recipe) -> None:
         if not isinstance(view, dict) or view.get("name") not in VIEWS:
             name = view.get("name") if isinstance(view, dict) else view
             raise RecipeError(f"recipe key 'data.views[{index}]': unknown view {name!r}; choose one of {', '.join(VIEWS)}")
-    if recipe.model.max_seq_length <= 0:
-        raise RecipeError("recipe key 'model.max_seq_length' must be positive")
-    if not recipe.name or "/" in recipe.name:
-        raise RecipeError(f"recipe key 'name' must be a non-empty folder name, got {recipe.name!r}")
+    if not RUN_NAME.fullmatch(recipe.name) or ".." in recipe.name:
+        raise RecipeError(f"recipe key 'name' must be a folder name (letters, digits, '.', '_', '-', '+'; no '/' "
+                          f"or '..'), got {recipe.name!r}")
+    for key in ("dev", "before", "after"):
+        spec = getattr(recipe.eval, key)
+        if spec not in (None, "auto"):
+            _validate_tasks(f"eval.{key}", spec)
+
+
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+
+def _validate_tasks(key: str, spec: str) -> None:
+    from augcse.evaluation.tasks import resolve_tasks
+
+    try:
+        if not resolve_tasks(spec):
+            raise ValueError("no task named")
+    except ValueError as exc:
+        raise RecipeError(f"recipe key {key!r}: {exc}") from None
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -1,0 +1,122 @@
+"""Trainer callbacks of an augcse run: the JSONL log, the loss's own state in checkpoints, a graceful stop."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from augcse.rundir import LOSS_STATE
+
+logger = logging.getLogger(__name__)
+
+
+class ComponentMeter:
+    """Running sums of the loss's named components, at full precision.
+
+    The trainer logs each component rounded to 4 decimals, so a component of 1e-6 reads 0.0; a forward hook
+    on the loss keeps the exact values between two log events instead.
+    """
+
+    def __init__(self, loss: torch.nn.Module) -> None:
+        self.sums: dict[str, float] = defaultdict(float)
+        self.calls = 0
+        loss.register_forward_hook(self._record)
+
+    def _record(self, module: torch.nn.Module, inputs, output) -> None:
+        if not module.training:
+            return
+        parts = output if isinstance(output, dict) else {"loss": output}
+        for key, value in parts.items():
+            self.sums[key] += float(value.detach().float().mean())
+        self.calls += 1
+
+    def pop(self) -> dict[str, float]:
+        """Mean of each component since the last call (averaged over processes when distributed)."""
+        keys = sorted(self.sums)
+        values = torch.tensor([self.sums[k] for k in keys] + [float(self.calls)], dtype=torch.float64)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            values = values.to("cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
+            torch.distributed.all_reduce(values)
+        self.sums, self.calls = defaultdict(float), 0
+        calls = float(values[-1])
+        return {k: float(v) / calls for k, v in zip(keys, values[:-1].tolist())} if calls else {}
+
+
+class JsonlLogger(TrainerCallback):
+    """Every trainer log event (named loss components at full precision, learning rate, dev score) as one JSON line."""
+
+    def __init__(self, path: Path, loss: torch.nn.Module) -> None:
+        self.path = path
+        self.loss = loss
+        self.meter = ComponentMeter(loss)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs:
+            return
+        exact = self.meter.pop() if "loss" in logs else {}  # every process takes part in the reduction
+        if not state.is_world_process_zero:
+            return
+        exact = {k: v for k, v in exact.items() if k in logs}
+        if exact and "loss" not in exact:
+            exact["loss"] = sum(exact.values())
+        metrics = getattr(self.loss, "pop_metrics", None)
+        record = {"step": state.global_step, "epoch": state.epoch, **logs, **exact, **(metrics() if metrics else {})}
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """Keep the log records up to ``step``: a resumed run replays the steps after its checkpoint."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
+    path.write_text("".join(line + "\n" for line in kept))
+
+
+class LossStateCheckpoint(TrainerCallback):
+    """Save the loss's own parameters (train-only heads, discriminators) into each checkpoint, so resume is exact."""
+
+    def __init__(self, loss: torch.nn.Module) -> None:
+        self.loss = loss
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            state_dict = {k: v for k, v in self.loss.state_dict().items() if not k.startswith("model.")}
+            torch.save(state_dict, folder / LOSS_STATE)
+
+
+class GracefulStop(TrainerCallback):
+    """On SIGINT/SIGTERM finish the current step, save a resumable checkpoint and stop."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._request)
+
+    def _request(self, signum, frame) -> None:
+        if self.requested:  # a second Ctrl-C stops at once
+            raise KeyboardInterrupt
+        self.requested = True
+        logger.warning("stop requested: saving a checkpoint after this step (Ctrl-C again to abort)")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.requested:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+def restore_loss_state(loss: torch.nn.Module, checkpoint: Path) -> None:
+    path = checkpoint / LOSS_STATE
+    if path.is_file():
+        result = loss.load_state_dict(torch.load(path, map_location="cpu"), strict=False)
+        if result.unexpected_keys:
+            raise RuntimeError(
+                f"checkpoint {checkpoint} has loss parameters this loss lacks: {result.unexpected_keys[:3]}")

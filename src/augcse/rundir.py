@@ -1,0 +1,167 @@
+"""A run folder belongs to one run: a lock while it is alive, no silent overwrite, no resume of another recipe.
+
+The states a folder can be in, and what ``augcse train`` does with each:
+
+* new or empty: a fresh run starts;
+* locked by a live process: refused, naming its PID (two runs never write one folder);
+* finished (``summary.json``): refused unless ``--overwrite``, which empties it first;
+* unfinished: ``--resume`` continues from the newest *complete* checkpoint, and only with the same recipe;
+  without ``--resume`` it is refused (``--overwrite`` starts again).
+
+A checkpoint is complete when the files written last by a save are there (the trainer state, then the
+loss state); a process killed or out of disk while saving leaves an incomplete one, which every check ignores.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LOSS_STATE = "loss_state.pt"
+LOCK = ".lock"
+RECIPE = "recipe.yaml"
+FINISHED = "summary.json"
+
+
+class RunFolderError(ValueError):
+    """The run folder cannot be used as asked; the message says why and what to pass instead."""
+
+
+def checkpoints(run_dir: Path) -> list[Path]:
+    """Checkpoint folders, oldest first."""
+    found = [p for p in run_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
+def is_complete(checkpoint: Path) -> bool:
+    return (checkpoint / "trainer_state.json").is_file() and (checkpoint / LOSS_STATE).is_file()
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint, or None."""
+    complete = [p for p in checkpoints(run_dir) if is_complete(p)]
+    return complete[-1] if complete else None
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    return int(checkpoint.name.split("-")[-1])
+
+
+def _used(run_dir: Path) -> bool:
+    return run_dir.is_dir() and any(p.name != LOCK for p in run_dir.iterdir())
+
+
+def recipe_differences(stored: dict, current: dict, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two resolved recipes."""
+    keys = sorted(set(stored) | set(current))
+    out: list[str] = []
+    for key in keys:
+        a, b = stored.get(key), current.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += recipe_differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key} ({a!r} → {b!r})")
+    return out
+
+
+class RunFolder:
+    """Claims ``run_dir`` for this process (see the module docstring); keep the object alive for the run."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir)
+        self._handle: Any = None
+
+    def claim(self, recipe: dict, resume: bool = False, overwrite: bool = False) -> Path | None:
+        """Lock the folder and check it fits the request; returns the checkpoint to resume from, if any."""
+        if resume and overwrite:
+            raise RunFolderError("--resume and --overwrite contradict each other; pass one")
+        if self.path.exists() and not self.path.is_dir():
+            raise RunFolderError(f"{self.path} exists and is not a folder; choose another name= or output_dir=")
+        self._lock()
+        try:
+            return self._check(recipe, resume, overwrite)
+        except RunFolderError:
+            self.release()
+            raise
+
+    def _check(self, recipe: dict, resume: bool, overwrite: bool) -> Path | None:
+        finished = (self.path / FINISHED).is_file()
+        used = _used(self.path)
+        if overwrite:
+            self._empty()
+            return None
+        if resume:
+            return self._resumable(recipe, finished)
+        if finished:
+            raise RunFolderError(f"{self.path} holds a finished run; choose another name= or pass --overwrite to "
+                                 "replace it")
+        if used:
+            last = latest_checkpoint(self.path)
+            how = (f"pass --resume to continue from {last.name}" if last
+                   else "it has no complete checkpoint to resume from")
+            raise RunFolderError(f"{self.path} holds an unfinished run; {how}, or pass --overwrite to start again")
+        return None
+
+    def _resumable(self, recipe: dict, finished: bool) -> Path:
+        if finished:
+            raise RunFolderError(f"--resume: {self.path} holds a finished run; there is nothing to resume")
+        last = latest_checkpoint(self.path)
+        if last is None:
+            partial = [p.name for p in checkpoints(self.path)]
+            seen = f" (incomplete: {', '.join(partial)})" if partial else ""
+            raise RunFolderError(f"--resume: no complete checkpoint in {self.path}{seen}; start again with "
+                                 "--overwrite")
+        stored_file = self.path / RECIPE
+        if stored_file.is_file():
+            stored = yaml.safe_load(stored_file.read_text()) or {}
+            current = yaml.safe_load(yaml.safe_dump(recipe, sort_keys=False))
+            differences = recipe_differences(stored, current)
+            if differences:
+                raise RunFolderError(f"--resume: the recipe differs from the one {self.path} was started with: "
+                                     f"{'; '.join(differences)}; resume with the stored recipe "
+                                     f"(augcse train {stored_file} --resume) or start a new run")
+        return last
+
+    def _lock(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path / LOCK, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            pid = handle.read().strip() or "unknown"
+            handle.close()
+            raise RunFolderError(f"{self.path} is in use by another augcse run (PID {pid}); wait for it to finish "
+                                 "or choose another name=") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._handle = handle
+
+    def _empty(self) -> None:
+        for child in self.path.iterdir():
+            if child.name == LOCK:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+
+    def release(self) -> None:
+        """Unlock; a folder left with nothing but the lock (a run refused before writing) is removed."""
+        if self._handle is None:
+            return
+        if not _used(self.path):
+            (self.path / LOCK).unlink(missing_ok=True)
+            try:
+                self.path.rmdir()
+            except OSError:
+                pass
+        self._handle.close()
+        self._handle = None

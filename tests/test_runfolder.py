@@ -1,0 +1,109 @@
+"""A run folder belongs to one run: the lock, the states and what train/--resume/--overwrite do with each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from augcse.rundir import RunFolder, RunFolderError, latest_checkpoint, recipe_differences
+
+RECIPE = {"name": "r", "seed": 1, "training": {"learning_rate": 3e-5, "max_steps": 8}, "data": {"limit": 100}}
+
+
+def checkpoint(run: Path, step: int, complete: bool = True) -> Path:
+    folder = run / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text("{}")
+    if complete:
+        (folder / "loss_state.pt").write_bytes(b"")
+    return folder
+
+
+def started(run: Path) -> Path:
+    run.mkdir(parents=True, exist_ok=True)
+    import yaml
+
+    (run / "recipe.yaml").write_text(yaml.safe_dump(RECIPE, sort_keys=False))
+    return run
+
+
+def test_new_folder_is_claimed_and_released_clean(tmp_path):
+    folder = RunFolder(tmp_path / "run")
+    assert folder.claim(RECIPE) is None
+    assert (tmp_path / "run" / ".lock").read_text() == str(__import__("os").getpid())
+    folder.release()
+    assert not (tmp_path / "run").exists(), "a run refused before writing leaves no folder behind"
+
+
+def test_second_process_is_refused_naming_the_pid(tmp_path):
+    run = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from augcse.rundir import RunFolder; f = RunFolder(sys.argv[1]); f.claim({}); "
+        "print('held', flush=True); time.sleep(60)"), str(run)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunFolderError, match=rf"in use by another augcse run \(PID {holder.pid}\)"):
+            RunFolder(run).claim({})
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.1)
+    assert RunFolder(run).claim({}) is None, "a dead holder's lock is gone with its process"
+
+
+def test_finished_run_needs_overwrite_which_empties_it(tmp_path):
+    run = started(tmp_path / "run")
+    (run / "summary.json").write_text("{}")
+    (run / "log.jsonl").write_text('{"step": 1}\n')
+    with pytest.raises(RunFolderError, match="holds a finished run; choose another name= or pass --overwrite"):
+        RunFolder(run).claim(RECIPE)
+    with pytest.raises(RunFolderError, match="nothing to resume"):
+        RunFolder(run).claim(RECIPE, resume=True)
+    folder = RunFolder(run)
+    assert folder.claim(RECIPE, overwrite=True) is None
+    assert [p.name for p in run.iterdir()] == [".lock"]
+    folder.release()
+
+
+def test_unfinished_run_resumes_from_newest_complete_checkpoint_only(tmp_path):
+    run = started(tmp_path / "run")
+    checkpoint(run, 2)
+    checkpoint(run, 4)
+    checkpoint(run, 6, complete=False)  # killed while saving
+    assert latest_checkpoint(run).name == "checkpoint-4"
+    with pytest.raises(RunFolderError, match="pass --resume to continue from checkpoint-4"):
+        RunFolder(run).claim(RECIPE)
+    assert RunFolder(run).claim(RECIPE, resume=True).name == "checkpoint-4"
+
+
+def test_only_incomplete_checkpoints_give_the_same_answer_to_both(tmp_path):
+    run = started(tmp_path / "run")
+    checkpoint(run, 2, complete=False)
+    with pytest.raises(RunFolderError, match="no complete checkpoint to resume from, or pass --overwrite"):
+        RunFolder(run).claim(RECIPE)
+    with pytest.raises(RunFolderError, match=r"no complete checkpoint in .* \(incomplete: checkpoint-2\); start "
+                                             "again with --overwrite"):
+        RunFolder(run).claim(RECIPE, resume=True)
+
+
+def test_resume_refuses_a_changed_recipe_and_names_the_keys(tmp_path):
+    run = started(tmp_path / "run")
+    checkpoint(run, 2)
+    changed = {**RECIPE, "training": {"learning_rate": 1e-5, "max_steps": 8}, "data": {"limit": 50}}
+    with pytest.raises(RunFolderError, match=r"data.limit \(100 → 50\); training.learning_rate") as info:
+        RunFolder(run).claim(changed, resume=True)
+    assert "\n" not in str(info.value)
+    assert recipe_differences(RECIPE, RECIPE) == []
+
+
+def test_resume_and_overwrite_together_and_a_file_in_the_way(tmp_path):
+    with pytest.raises(RunFolderError, match="contradict"):
+        RunFolder(tmp_path / "run").claim(RECIPE, resume=True, overwrite=True)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RunFolderError, match="exists and is not a folder"):
+        RunFolder(tmp_path / "file").claim(RECIPE)
+    assert not (tmp_path / "run").exists()
