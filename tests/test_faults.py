@@ -1,0 +1,172 @@
+"""Fault injection: training killed at random points, a full disk, a corpus of garbage, two runs at once.
+
+Whatever happens, resuming ends with the model an uninterrupted run gives, and the log has each step once.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from augcse.recipes.config import load_recipe
+from augcse.rundir import latest_checkpoint
+
+STEPS = 10
+
+
+def write_recipe(tmp_path: Path, backbone: Path, data_dir: Path, out: str, **training) -> Path:
+    lines = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:100]
+    (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n")
+    values = {
+        "name": "run", "seed": 3, "output_dir": str(tmp_path / out),
+        "model": {"backbone": str(backbone), "pooler": "cls", "max_seq_length": 16},
+        "data": {"corpus": str(tmp_path / "corpus.txt"), "limit": 96},
+        "loss": {"name": "simcse"},
+        "eval": {"dev": None, "before": None, "after": None},
+        "training": {"per_device_train_batch_size": 8, "max_steps": STEPS, "save_steps": 2, "logging_steps": 1,
+                     "learning_rate": 1e-3, **training},
+    }
+    path = tmp_path / f"{out}.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def command(recipe: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "augcse.cli", "train", str(recipe), *extra]
+
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+def weights(run: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(run / "final" / "model.safetensors"))
+
+
+def logged_steps(run: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines() if '"loss"' in line]
+
+
+def kill_at_step(recipe: Path, run: Path, step: int, extra: tuple[str, ...]) -> bool:
+    """Start training, SIGKILL it once the log reaches ``step``; True when it finished first."""
+    proc = subprocess.Popen(command(recipe, *extra), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while proc.poll() is None and time.time() < deadline:
+        log = run / "log.jsonl"
+        if log.is_file() and any(s >= step for s in logged_steps(run)):
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    proc.wait()
+    return (run / "summary.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, tiny_model_dir, data_dir) -> dict[str, torch.Tensor]:
+    tmp_path = tmp_path_factory.mktemp("reference")
+    recipe = write_recipe(tmp_path, tiny_model_dir, data_dir, "straight")
+    subprocess.run(command(recipe), env=ENV, check=True, capture_output=True, timeout=600)
+    return weights(tmp_path / "straight" / "run")
+
+
+@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 8))])
+def test_sigkill_at_random_points_then_resume_equals_uninterrupted(seed, reference, tmp_path, tiny_model_dir,
+                                                                   data_dir):
+    recipe = write_recipe(tmp_path, tiny_model_dir, data_dir, "killed")
+    run = tmp_path / "killed" / "run"
+    rng = random.Random(seed)
+    kills = 0
+    finished = False
+    while not finished:
+        if (run / "recipe.yaml").is_file() and latest_checkpoint(run) is None:
+            extra = ("--overwrite",)  # killed before the first complete checkpoint: start again, as the error says
+        else:
+            extra = ("--resume",) if run.exists() and any(run.iterdir()) else ()
+        if kills < 3:
+            done_steps = max(logged_steps(run), default=0) if (run / "log.jsonl").is_file() else 0
+            finished = kill_at_step(recipe, run, rng.randint(done_steps + 1, STEPS), extra)
+            kills += not finished
+        else:
+            subprocess.run(command(recipe, *extra), env=ENV, check=True, capture_output=True, timeout=600)
+            finished = True
+    got = weights(run)
+    for key in reference:
+        torch.testing.assert_close(got[key], reference[key], rtol=0, atol=1e-6, msg=key)
+    assert logged_steps(run) == list(range(1, STEPS + 1)), "each step logged once after the resumes"
+    print(f"seed {seed}: {kills} kills, final model identical")
+
+
+def test_disk_full_is_one_line_and_the_last_checkpoint_resumes(reference, tmp_path, tiny_model_dir, data_dir,
+                                                                monkeypatch):
+    from augcse.train import RunError, run
+
+    recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, data_dir, "full"))
+    real_save = torch.save
+
+    def full_disk(obj, f, *args, **kwargs):
+        if "checkpoint-6" in str(f):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(RunError) as info:
+        run(recipe)
+    message = str(info.value)
+    assert "\n" not in message and "No space left on device" in message and "MiB needed" in message
+    assert "checkpoint-4, is still resumable" in message
+    monkeypatch.setattr(torch, "save", real_save)
+    run(recipe, resume=True)
+    got = weights(tmp_path / "full" / "run")
+    for key in reference:
+        torch.testing.assert_close(got[key], reference[key], rtol=0, atol=1e-6, msg=key)
+
+
+def test_a_corpus_of_garbage_is_refused_and_skips_are_warned(tmp_path, tiny_model_dir, data_dir, caplog):
+    from augcse.recipes.config import RecipeError
+    from augcse.train import run
+
+    recipe_path = write_recipe(tmp_path, tiny_model_dir, data_dir, "garbage")
+    (tmp_path / "corpus.txt").write_bytes(b"one usable line here\n" + b"\n" * 300 + b"\xff\xfe\x00bad\n" * 200)
+    with pytest.raises(RecipeError, match=r"leaves 1 usable rows .* fewer than one batch of 8"):
+        run(load_recipe(recipe_path))
+    assert not (tmp_path / "garbage").exists() or not any((tmp_path / "garbage").rglob("*"))
+    latin = "Le café était très bon, à côté de la gare.\n".encode("latin-1") * 20 + b"plain ascii line\n" * 40
+    (tmp_path / "corpus.txt").write_bytes(latin)
+    from augcse.corpus import read_corpus
+
+    with caplog.at_level(logging.WARNING, logger="augcse.corpus"):
+        kept, stats = read_corpus(tmp_path / "corpus.txt")
+    assert stats.skipped["undecodable"] == 20 and len(kept) == 40
+    assert any(r.levelno == logging.WARNING and "undecodable 20" in r.getMessage() for r in caplog.records)
+
+
+def test_two_runs_with_one_name_cannot_share_the_folder(tmp_path, tiny_model_dir, data_dir):
+    recipe = write_recipe(tmp_path, tiny_model_dir, data_dir, "twice", max_steps=100_000, save_steps=100_000)
+    run = tmp_path / "twice" / "run"
+    first = subprocess.Popen(command(recipe), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 300
+        while not (run / "recipe.yaml").is_file() and time.time() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        second = subprocess.run(command(recipe), env=ENV, capture_output=True, text=True, timeout=300)
+        assert second.returncode == 2
+        assert second.stderr.strip().splitlines() == [
+            f"augcse train: error: {run} is in use by another augcse run (PID {first.pid}); wait for it to finish "
+            "or choose another name="]
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert not (run / "summary.json").exists(), "the second run wrote nothing into the first one's folder"
