@@ -22,6 +22,7 @@ from transformers import TrainerCallback
 
 from augcse.assets import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
 from augcse.corpus import load_corpus
+from augcse.model_card import write_model_card
 from augcse.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe
 
 logger = logging.getLogger(__name__)
@@ -222,16 +223,6 @@ def evaluate(model, tasks: str, data_dir: Path | None, batch_size: int) -> dict[
     return main_scores(run_tasks(model, tasks, data_dir, batch_size=batch_size))
 
 
-def write_model_card(final: Path, recipe: Recipe, scores: dict) -> None:
-    card = final / "README.md"
-    lines = ["", "## augcse training recipe", "", "```yaml", recipe.to_yaml().rstrip(), "```", ""]
-    if scores.get("after"):
-        lines += ["## augcse evaluation (Spearman ×100, cosine)", "", "```",
-                  format_table({k: v for k, v in scores.items() if v}), "```", ""]
-    with open(card, "a", encoding="utf-8") as handle:
-        handle.write("\n".join(lines))
-
-
 # --------------------------------------------------------------------------- the run
 
 def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False) -> dict:
@@ -313,7 +304,7 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
             scores["after"] = evaluate(model, after_tasks, root, recipe.eval.batch_size)
             print("\n" + format_table(scores), flush=True)
         eval_file.write_text(json.dumps(scores, indent=2))
-        write_model_card(final, recipe, scores)
+        write_model_card(final, recipe, scores, {**summary, "seconds": time.perf_counter() - started}, loss)
         summary["seconds"] = time.perf_counter() - started
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         print(f"\nKept model: step {summary['best_step']} (dev {summary['best_metric']}); saved to {final}", flush=True)
