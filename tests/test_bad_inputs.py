@@ -34,7 +34,7 @@ def recipe(tmp_path, tiny_model_dir, data_dir) -> Path:
 
 BAD = [  # (override or CLI arguments, what the one line says)
     ("data.limt=5", "unknown recipe key 'data.limt' (did you mean 'limit'?)"),
-    ("training.learnin_rate=1e-5", "unknown recipe key 'training.learnin_rate' (did you mean 'learning_rate'?)"),
+    ("training.learnin_rate=1e-5", "unknown recipe key 'training.learnin_rate' (did you mean 'learning_rate'"),
     ("training.learning_rate=-1", "'training.learning_rate' must be > 0"),
     ("training.num_train_epochs=one", "'training.num_train_epochs' must be a number, got 'one'"),
     ("training.per_device_train_batch_size=0", "'training.per_device_train_batch_size' must be > 0"),

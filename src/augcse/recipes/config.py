@@ -7,7 +7,6 @@ Command-line overrides use dotted keys: ``training.learning_rate=1e-5 data.limit
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 import yaml
 
+from augcse.names import suggest
 from augcse.recipes.checks import check_range, check_value
 
 RECIPE_DIR = Path(__file__).parent
@@ -110,7 +110,7 @@ def _build(cls: type, values: dict, prefix: str = "") -> Any:
     known = {f.name: f for f in fields(cls)}
     unknown = sorted(set(values) - set(known))
     if unknown:
-        raise RecipeError(f"unknown recipe key {prefix + unknown[0]!r}{suggestion(unknown[0], known)}; "
+        raise RecipeError(f"unknown recipe key {prefix + unknown[0]!r}{suggest(unknown[0], known)}; "
                           f"allowed here: {', '.join(sorted(known))}")
     kwargs = {}
     for name, value in values.items():
@@ -120,12 +120,6 @@ def _build(cls: type, values: dict, prefix: str = "") -> Any:
         else:
             kwargs[name] = _check_field(prefix + name, value, hint, known[name].metadata)
     return cls(**kwargs)
-
-
-def suggestion(name: str, choices: Any) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``choices``, or nothing."""
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 # Ranges of the trainer arguments a recipe commonly sets: (low, high, low_open).
@@ -151,7 +145,7 @@ def _validate_training(training: dict) -> None:
     for key, value in training.items():
         if key not in hints or key == "output_dir":
             raise RecipeError(
-                f"unknown recipe key 'training.{key}'{suggestion(key, hints)}: not a SentenceTransformerTrainingArguments "
+                f"unknown recipe key 'training.{key}'{suggest(key, hints)}: not a SentenceTransformerTrainingArguments "
                 "field (output_dir comes from the recipe's output_dir and name)"
             )
         try:
@@ -179,7 +173,7 @@ def _validate_report_to(report_to: str | list[str] | None) -> None:
             continue
         if name not in INTEGRATION_TO_CALLBACK:
             raise RecipeError(f"recipe key 'training.report_to': unknown logging backend {name!r}"
-                              f"{suggestion(name, INTEGRATION_TO_CALLBACK)}; choose from none, "
+                              f"{suggest(name, INTEGRATION_TO_CALLBACK)}; choose from none, "
                               f"{', '.join(INTEGRATION_TO_CALLBACK)}")
         if name not in available:
             extra = " (or pip install 'augcse[tensorboard]')" if name == "tensorboard" else ""
