@@ -6,6 +6,7 @@ Importing this module registers every augmentation family (and so imports spaCy)
 
 from __future__ import annotations
 
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Sequence
 
@@ -77,3 +78,8 @@ __all__ = [
     "canonical_name", "get", "load_cache", "parse", "register", "resolve_names", "rng_for", "rule_based",
     "validate_params",
 ]
+
+# Bind the names on the package too: importing the submodule ``parse`` set ``augcse.augment.parse`` to the
+# module, which must not shadow the function of the same name.
+for _name in __all__:
+    setattr(sys.modules[__package__], _name, globals()[_name])
