@@ -112,6 +112,10 @@ SWITCH = [
     ("You were helping the man.", "The man was helping you."),
     ("She likes them.", "They like her."),
     ("The dog chased the cats.", "The cats chased the dog."),
+    # no direct object: the first prepositional object after the verb, as NL-Augmenter does
+    ("He travelled widely in Europe.", "Europe travelled widely in him."),
+    ("The cake was eaten by her.", "She was eaten by the cake."),
+    ("John Locke and Adam Smith were born before Karl Marx.", "Karl Marx was born before John Locke and Adam Smith."),
 ]
 
 

@@ -212,13 +212,16 @@ def _is_year(tok: Token) -> bool:
 
 @register
 class NumericToWord(Augmentation):
-    """Spell out numbers, ordinals, years, times, phone numbers, currency amounts and percentages."""
+    """Read numbers aloud: ordinals, years, dates, times, ranges, fractions, phones, amounts, percentages."""
 
     name = "NumericToWord"
     meaning = Meaning.PRESERVING.value
     needs = ("parse",)
     source = NL_AUGMENTER + "; words from num2words"
-    rule = "every numeric token is spelled out ('1871' as a year -> 'eighteen seventy-one', '$10' -> 'ten dollars', '13%' -> 'thirteen percent')"
+    rule = ("every number outside codes and names is read aloud with what belongs to it: years ('1871' -> "
+            "'eighteen seventy-one'), amounts ('$44.7m' -> 'forty-four point seven million dollars'), units kept "
+            "apart ('6pm' -> 'six pm'), signs, %, dates ('14/07/2021' -> 'the fourteenth of July twenty "
+            "twenty-one'), ranges ('5-14' -> 'five to fourteen'), fractions, times, phone numbers digit by digit")
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
         def is_year(start: int, end: int) -> bool:

@@ -71,20 +71,22 @@ def _as_role(span: Span, role: str, sentence_start: bool) -> str:
 
 @register
 class SentenceSubjectObjectSwitch(Augmentation):
-    """Swap the subject and the direct object of the main verb."""
+    """Swap the subject and the object (direct, else the first prepositional one) of the main verb."""
 
     name = "SentenceSubjectObjectSwitch"
     meaning = Meaning.ALTERING.value
     needs = ("parse",)
     source = NL_AUGMENTER
     rule = ("the nsubj and dobj subtrees of the ROOT verb trade places; pronoun case and the agreement of the "
-            "finite verb or auxiliary (has/have, is/are/am, was/were, does/do) follow the new subject")
+            "finite verb or auxiliary (has/have, is/are/am, was/were, does/do) follow the new subject; without a "
+            "direct object, the first prepositional object after the verb takes the subject's place")
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
         root = root_of(doc)
-        subj = next((c for c in root.children if c.dep_ == "nsubj"), None)
-        obj = next((c for c in root.children if c.dep_ == "dobj"), None)
-        if subj is None or obj is None or not subj.i < root.i < obj.i:
+        subj = next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+        obj = next((c for c in root.children if c.dep_ == "dobj"), None) or \
+            next((t for t in doc[root.i + 1:] if t.dep_ == "pobj"), None)
+        if subj is None or obj is None or not subj.right_edge.i < root.i < obj.left_edge.i:
             return None
         s_span, o_span = doc[subj.left_edge.i:subj.right_edge.i + 1], doc[obj.left_edge.i:obj.right_edge.i + 1]
         if any(t.pos_ == "PUNCT" for t in s_span) or any(t.pos_ == "PUNCT" for t in o_span):
