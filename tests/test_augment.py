@@ -154,7 +154,7 @@ def test_subject_object_switch():
     assert one("SentenceSubjectObjectSwitch", "John loves the girl.") == "The girl loves John."
     assert one("SentenceSubjectObjectSwitch", "The dog chased the cats.") == "The cats chased the dog."
     assert one("SentenceSubjectObjectSwitch", "She likes them.") == "They like her."
-    assert one("SentenceSubjectObjectSwitch", PAPER[0]) == PAPER[0]
+    assert one("SentenceSubjectObjectSwitch", PAPER[0]) == "Europe travelled widely in him."
 
 
 def test_city_names_uses_gazetteer():
@@ -249,8 +249,8 @@ def test_gender_swap():
 
 def test_geonames_appends_a_fact():
     out = one("GeoNamesTransformation", "I live in Germany.")
-    assert out in {"I live in Germany, whose capital is Berlin.", "I live in Germany, a country in Europe."} or \
-        re.match(r"I live in Germany, a neighbour of [A-Z][\w ]+\.$", out)
+    assert out in {"I live in Germany, whose capital city is Berlin.", "I live in Germany, a country in Europe."} or \
+        re.match(r"I live in Germany, a country neighbouring [A-Z][\w ,]+\.$", out)
 
 
 def test_numeric_to_word_paper_examples():

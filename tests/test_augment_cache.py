@@ -1,14 +1,11 @@
-"""Augmentation cache (resume after SIGKILL, keys, statistics), the CLI, and the quality signals."""
+"""Augmentation cache (keys, statistics, partial caches), the CLI, and the quality signals.
+
+Resuming after SIGKILL at random points is tested in test_augment_faults.py.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 
 import pytest
 
@@ -94,48 +91,6 @@ def test_parallel_build_equals_serial(tmp_path, wiki):
     a = augment.build_cache(wiki, NAMES, tmp_path / "a", shard_size=8, progress=False)
     b = augment.build_cache(wiki, NAMES, tmp_path / "b", shard_size=8, n_process=2, progress=False)
     assert a.to_dict() == b.to_dict()
-
-
-SLOW_BUILD = textwrap.dedent('''
-    import sys, time
-    from augcse import augment
-
-    @augment.register
-    class TestSlow(augment.Augmentation):
-        """Slow enough to be killed mid-build."""
-        name, meaning, rule, source = "TestSlow", "preserving", "test", "test"
-
-        def rewrite(self, text, rng, doc):
-            time.sleep(0.04)
-            return text.upper() if rng.random() < 0.5 else None
-
-    lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
-    augment.build_cache(lines, ["TestSlow", "RandomSwap"], sys.argv[2], seed=5, shard_size=4, progress=False)
-''')
-
-
-def test_sigkill_and_resume_gives_identical_cache(tmp_path, wiki):
-    script, corpus = tmp_path / "build.py", tmp_path / "corpus.txt"
-    script.write_text(SLOW_BUILD)
-    corpus.write_text("\n".join(wiki[:24]), encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, str(script), str(corpus), str(killed)], env=env)
-    deadline = time.time() + 60
-    while time.time() < deadline and len(list((killed / "shards").glob("0000[0-9]"))) < 2:
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done = len(list((killed / "shards").glob("0000[0-9]")))
-    assert 2 <= done < 6, "the build was not interrupted mid-way"
-    with pytest.raises(ValueError, match="partial"):
-        augment.load_cache(killed)
-    subprocess.run([sys.executable, str(script), str(corpus), str(killed)], env=env, check=True)
-    fresh = tmp_path / "fresh"
-    subprocess.run([sys.executable, str(script), str(corpus), str(fresh)], env=env, check=True)
-    assert augment.load_cache(killed).to_dict() == augment.load_cache(fresh).to_dict()
-    assert load_stats(killed) == load_stats(fresh)
-    assert not list((killed / "shards").glob(".tmp-*"))
 
 
 def test_edit_size():

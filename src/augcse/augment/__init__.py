@@ -8,71 +8,22 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Sequence
-
-from augcse.augment import (  # noqa: F401 - importing a family registers its augmentations
-    gazetteer,
-    lexical,
-    model_based,
-    random_word,
-    sda,
-    switch_case,
-    syntax,
-    wordnet_based,
-)
-from augcse.augment.base import (
-    REGISTRY,
-    SETS,
-    Augmentation,
-    AugmentationError,
-    Meaning,
-    get,
-    register,
-    resolve_names,
-    rng_for,
-    rule_based,
-)
-from augcse.augment.parse import parse
-
-SETS["all-rule-based"] = rule_based()
-
-
-def _instances(names: Sequence[str], params: dict[str, dict[str, Any]] | None) -> list[Augmentation]:
-    params = params or {}
-    return [get(name, **params.get(name, {})) for name in names]
-
-
-def _augment_chunk(names: list[str], sentences: list[str], seed: int,
-                   params: dict[str, dict[str, Any]] | None) -> dict[str, list[str]]:
-    augs = _instances(names, params)
-    docs = parse(sentences) if any(a.needs_parse for a in augs) else None
-    return {a.name: a.apply(sentences, seed, docs) for a in augs}
-
-
-def augment_batch(names: Sequence[str] | str, sentences: Sequence[str], seed: int = 0, n_process: int = 1,
-                  params: dict[str, dict[str, Any]] | None = None) -> dict[str, list[str]]:
-    """Apply each named augmentation (or set) to ``sentences``, parsing every sentence once.
-
-    ``params`` maps an augmentation name to its parameters. With ``n_process > 1`` the sentences are
-    split into contiguous chunks, each parsed and augmented in its own process; results are identical
-    to ``n_process=1`` because every sentence's randomness depends only on (seed, name, text).
-    """
-    names = resolve_names(names)
-    sentences = list(sentences)
-    if n_process <= 1 or len(sentences) < 2 * n_process:
-        return _augment_chunk(names, sentences, seed, params)
-    size = -(-len(sentences) // n_process)
-    chunks = [sentences[i:i + size] for i in range(0, len(sentences), size)]
-    with ProcessPoolExecutor(max_workers=n_process) as pool:
-        parts = list(pool.map(_augment_chunk, [names] * len(chunks), chunks, [seed] * len(chunks),
-                              [params] * len(chunks)))
-    return {name: [s for part in parts for s in part[name]] for name in names}
-
-
-from augcse.augment.cache import build_cache, load_cache  # noqa: E402
+import importlib
+from typing import Any
 
 __all__ = [
-    "REGISTRY", "SETS", "Augmentation", "AugmentationError", "Meaning", "augment_batch", "build_cache", "get",
-    "load_cache", "parse", "register", "resolve_names", "rng_for", "rule_based",
+    "REGISTRY", "SETS", "Augmentation", "AugmentationError", "Meaning", "augment_batch", "build_cache",
+    "canonical_name", "get", "load_cache", "parse", "register", "resolve_names", "rng_for", "rule_based",
+    "validate_params",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the registry (and spaCy with it) only when a name of the library is first used."""
+    if name in __all__:
+        return getattr(importlib.import_module("augcse.augment.api"), name)
+    raise AttributeError(f"module 'augcse.augment' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -8,10 +8,12 @@ on batch order, process count or any global random state.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import importlib
 import random
 from enum import Enum
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Iterable, Sequence
 
 from spacy.tokens import Doc
 
@@ -64,11 +66,12 @@ class Augmentation:
     def __init__(self, **params: Any) -> None:
         unknown = set(params) - set(self.defaults)
         if unknown:
-            raise ValueError(f"{self.name}: unknown parameter(s) {sorted(unknown)}; known: {sorted(self.defaults)}")
+            known = ", ".join(sorted(self.defaults)) or "none"
+            raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(sorted(unknown))}"
+                             f"{did_you_mean(sorted(unknown)[0], self.defaults)}; its parameters: {known}")
         self.params: dict[str, Any] = {**self.defaults, **params}
-        for key, allowed in self.choices.items():
-            if self.params[key] not in allowed:
-                raise ValueError(f"{self.name}: {key}={self.params[key]!r} is not one of {allowed}")
+        for key, value in params.items():
+            check_param(self.name, key, value, self.defaults[key], self.choices.get(key))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.params.items())})"
@@ -121,6 +124,61 @@ class Augmentation:
         return out, errors
 
 
+# Ranges of the numeric parameters shared by several augmentations (rates in [0, 1], counts from 1).
+PARAM_RANGES: dict[str, tuple[float, float]] = {
+    "p": (0.0, 1.0), "dup_rate": (0.0, 1.0), "aug_min": (0, float("inf")), "aug_max": (1, float("inf")),
+    "top_k": (1, float("inf")), "batch_size": (1, float("inf")), "candidates": (1, float("inf")),
+}
+
+
+def check_param(aug: str, key: str, value: Any, default: Any, allowed: tuple[Any, ...] | None = None) -> None:
+    """Refuse a parameter value of the wrong type, outside its range, or not among its choices."""
+    where = f"{aug}.{key}={value!r}"
+    if allowed is not None:
+        if value not in allowed:
+            raise ValueError(f"{where}: must be one of {', '.join(map(str, allowed))}")
+        return
+    if isinstance(default, bool) or default is None:
+        expected: tuple[type, ...] = (bool,) if isinstance(default, bool) else (str, type(None))
+    elif isinstance(default, (int, float)):
+        expected = (int,) if isinstance(default, int) else (int, float)
+    else:
+        expected = (type(default),)
+    if not isinstance(value, expected) or isinstance(value, bool) and bool not in expected:
+        kind = "an integer" if expected == (int,) else "a number" if float in expected else \
+            "true or false" if expected == (bool,) else "a string"
+        raise ValueError(f"{where}: must be {kind}")
+    low, high = PARAM_RANGES.get(key, (None, None))
+    if low is not None and not low <= value <= high:
+        span = f"in [{low:g}, {high:g}]" if high != float("inf") else f">= {low:g}"
+        raise ValueError(f"{where}: must be {span}")
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """' (did you mean X?)' for the closest of ``known`` (case-insensitive), or ''."""
+    known = list(known)
+    lowered = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    return f" (did you mean {lowered[close[0]]}?)" if close else ""
+
+
+def _load_families() -> None:
+    """Register every family (a worker process may import this module alone)."""
+    importlib.import_module("augcse.augment.api")
+
+
+def canonical_name(name: str) -> str:
+    """The registered spelling of an augmentation name, looked up case-insensitively."""
+    _load_families()
+    if name in REGISTRY:
+        return name
+    by_lower = {n.lower(): n for n in REGISTRY}
+    if name.lower() in by_lower:
+        return by_lower[name.lower()]
+    raise ValueError(f"unknown augmentation {name!r}{did_you_mean(name, list(REGISTRY) + list(SETS))}; "
+                     "`augcse augment --list` shows the names and sets")
+
+
 def clean_output(original: str, rewritten: str | None) -> str:
     """Never return an empty or whitespace-only string: fall back to the original."""
     if rewritten is None:
@@ -130,11 +188,7 @@ def clean_output(original: str, rewritten: str | None) -> str:
 
 def get(name: str, **params: Any) -> Augmentation:
     """Instantiate a registered augmentation by name."""
-    try:
-        cls = REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown augmentation {name!r}; `augcse augment --list` shows the names") from None
-    return cls(**params)
+    return REGISTRY[canonical_name(name)](**params)
 
 
 # --------------------------------------------------------------------------- named sets
@@ -173,18 +227,38 @@ SETS: dict[str, list[str]] = {
 
 def rule_based() -> list[str]:
     """Every registered augmentation that needs no model weights."""
+    _load_families()
     return [n for n, cls in REGISTRY.items() if not any(x.startswith("model:") for x in cls.needs)]
 
 
 def resolve_names(spec: str | Sequence[str]) -> list[str]:
-    """Expand a set name or a comma list (mixing sets and names) into augmentation names."""
+    """Expand a set name or a comma list (mixing sets and names, any case) into augmentation names."""
+    _load_families()
     items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
+    sets = {k.lower(): v for k, v in SETS.items()}
     names: list[str] = []
     for item in filter(None, items):
-        expanded = SETS.get(item) or SETS.get(item.lower())
-        for name in expanded if expanded is not None else [item]:
-            if name not in REGISTRY:
-                raise ValueError(f"unknown augmentation or set {name!r}; sets: {', '.join(SETS)}")
+        expanded = SETS.get(item) or sets.get(item.lower())
+        for name in expanded if expanded is not None else [canonical_name(item)]:
             if name not in names:
                 names.append(name)
+    if not names:
+        raise ValueError(f"no augmentation named in {spec!r}")
     return names
+
+
+def validate_params(params: dict[str, dict[str, Any]], names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Check every ``{augmentation: {key: value}}`` against the selected ``names``; return it keyed canonically.
+
+    An unknown augmentation, one not selected, an unknown key or a bad value is refused with one line,
+    before anything is loaded (instantiating an augmentation loads no model).
+    """
+    checked: dict[str, dict[str, Any]] = {}
+    for given, values in params.items():
+        name = canonical_name(given)
+        if name not in names:
+            raise ValueError(f"parameter for {name}, which is not among the selected augmentations "
+                             f"({', '.join(names)}); add it to the selection or drop the parameter")
+        REGISTRY[name](**values)
+        checked.setdefault(name, {}).update(values)
+    return checked

@@ -29,6 +29,15 @@ N_EXAMPLES = 3
 N_ERROR_EXAMPLES = 3
 
 
+class CacheConflict(ValueError):
+    """The output folder holds a cache built from other inputs (corpus, names, parameters or seed)."""
+
+    def __init__(self, out: Path, key: str) -> None:
+        super().__init__(f"{out} holds a cache for other inputs (key {key[:12]}); "
+                         "choose another output folder or pass overwrite=True")
+        self.out, self.key = out, key
+
+
 def cache_key(sentences: Sequence[str], names: Sequence[str], params: dict[str, dict[str, Any]],
               seed: int) -> str:
     """SHA-256 over the corpus content, the augmentation names and parameters, the seed and the format."""
@@ -117,6 +126,8 @@ def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: s
     from tqdm.auto import tqdm
 
     sentences = list(sentences)
+    if not sentences:
+        raise ValueError("no sentences to augment: the corpus is empty")
     names = resolve_names(names)
     params = {n: dict(p) for n, p in (params or {}).items() if n in names}
     for name in names:  # fail early on bad parameters or unavailable models
@@ -128,8 +139,7 @@ def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: s
     manifest = _read_manifest(out)
     if manifest is not None and manifest["key"] != key:
         if not overwrite:
-            raise ValueError(f"{out} holds a cache for other inputs (key {manifest['key'][:12]}); "
-                             "choose another output folder or pass overwrite=True")
+            raise CacheConflict(out, manifest["key"])
         shutil.rmtree(out)
         manifest = None
     if manifest is not None and manifest.get("complete"):
@@ -212,4 +222,4 @@ def format_stats(stats: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["AugmentationError", "build_cache", "cache_key", "edit_size", "format_stats", "load_cache", "load_stats"]
+__all__ = ["AugmentationError", "CacheConflict", "build_cache", "cache_key", "edit_size", "format_stats", "load_cache", "load_stats"]

@@ -1,4 +1,9 @@
-"""``augcse augment``: list, preview, or build a cached augmented corpus."""
+"""``augcse augment``: list, preview, or build a cached augmented corpus.
+
+Nothing heavy is imported at module level (the augmentation registry pulls in spaCy), so
+``augcse augment --help`` answers at once; every argument and ``--param`` is checked before the
+corpus is read or a model is loaded.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +12,48 @@ import json
 from pathlib import Path
 from typing import Any
 
+DEFAULT_AUGS = "all-rule-based"
+EXAMPLES = """examples:
+  augcse augment --list
+  augcse augment --preview "He travelled widely in Europe."
+  augcse augment --corpus wiki.txt --augs 8-2-aug --out cache/wiki --n-process 2 --param RandomSwap.p=0.2
+"""
+
 
 def add_commands(subparsers: Any) -> None:
-    p = subparsers.add_parser("augment", help="augment a corpus once and cache it (or --list / --preview)",
-                              description=__doc__)
-    p.add_argument("--corpus", type=Path, help="text file, one sentence per line")
+    p = subparsers.add_parser(
+        "augment", help="augment a corpus once and cache it (or --list / --preview)",
+        description="Apply text augmentations to a corpus (one sentence per line) and store the result as a "
+                    "sharded, resumable Arrow cache with per-augmentation statistics; or list the "
+                    "augmentations, or preview them on one sentence.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--corpus", type=Path, help="text file, one sentence per line (UTF-8; blank lines skipped)")
     p.add_argument("--limit", type=int, default=None, help="use only the first N non-empty lines")
-    p.add_argument("--augs", default="all-rule-based", help="comma list of augmentation and/or set names")
+    p.add_argument("--augs", default=DEFAULT_AUGS,
+                   help="comma list of augmentation and/or set names, any case (default: %(default)s)")
     p.add_argument("--param", action="append", default=[], metavar="NAME.KEY=VALUE",
-                   help="augmentation parameter, e.g. SwitchCase.p=0.1 (repeatable; VALUE parsed as JSON)")
-    p.add_argument("--out", type=Path, help="cache folder")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n-process", type=int, default=1)
-    p.add_argument("--shard-size", type=int, default=5000)
-    p.add_argument("--overwrite", action="store_true", help="replace a cache built from other inputs")
+                   help="parameter of a selected augmentation, e.g. SwitchCase.p=0.1 (repeatable; VALUE is "
+                        "read as JSON, else as a string)")
+    p.add_argument("--out", type=Path, help="cache folder (a build with the same inputs resumes there)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed; each sentence's output depends only on (seed, augmentation, sentence)")
+    p.add_argument("--n-process", type=int, default=1, help="worker processes building shards (default: 1)")
+    p.add_argument("--shard-size", type=int, default=5000,
+                   help="sentences per shard, the unit of resuming (default: %(default)s)")
+    p.add_argument("--overwrite", action="store_true", help="replace a cache built from other inputs in --out")
     p.add_argument("--preview", metavar="SENTENCE", help="print what each augmentation does to SENTENCE")
     p.add_argument("--list", action="store_true", help="list augmentations, meaning labels, needs, and sets")
     p.set_defaults(func=run)
 
 
 def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``["RandomSwap.p=0.2"]`` -> ``{"RandomSwap": {"p": 0.2}}`` (values read as JSON, else kept as text)."""
     params: dict[str, dict[str, Any]] = {}
     for item in items:
-        target, _, value = item.partition("=")
-        name, _, key = target.partition(".")
-        if not (name and key and _):
-            raise ValueError(f"--param {item!r}: expected NAME.KEY=VALUE")
+        target, eq, value = item.partition("=")
+        name, dot, key = target.partition(".")
+        if not (name and key and dot and eq):
+            raise ValueError(f"--param {item!r}: expected NAME.KEY=VALUE, e.g. RandomSwap.p=0.2")
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError:
@@ -42,6 +63,9 @@ def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def read_corpus(path: Path, limit: int | None) -> list[str]:
+    """The non-empty lines of ``path`` (stripped), at most ``limit``; refuses a file with none."""
+    if not path.is_file():
+        raise FileNotFoundError(f"--corpus {path}: no such file")
     lines = []
     with open(path, encoding="utf-8") as fh:
         for line in fh:
@@ -50,12 +74,30 @@ def read_corpus(path: Path, limit: int | None) -> list[str]:
                 lines.append(line)
                 if limit is not None and len(lines) >= limit:
                     break
+    if not lines:
+        raise ValueError(f"--corpus {path}: no non-empty lines to augment")
     return lines
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse impossible option values before anything is loaded."""
+    for option, value in (("--limit", args.limit), ("--n-process", args.n_process),
+                          ("--shard-size", args.shard_size)):
+        if value is not None and value < 1:
+            raise ValueError(f"{option} {value}: must be a positive integer")
+    if args.list or args.preview is not None:
+        return
+    if args.corpus is None or args.out is None:
+        raise ValueError("give --corpus and --out (or --list / --preview)")
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {args.out}: exists and is not a folder")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_args(args)
+    params = parse_params(args.param)
     from augcse import augment
-    from augcse.augment.cache import format_stats, load_stats
+    from augcse.augment.cache import CacheConflict, format_stats, load_stats
 
     if args.list:
         print(f"{'name':34} {'meaning':18} needs")
@@ -65,16 +107,18 @@ def run(args: argparse.Namespace) -> int:
         for name, members in augment.SETS.items():
             print(f"  {name}: {', '.join(members)}")
         return 0
-    names = augment.resolve_names(args.augs)
-    params = parse_params(args.param)
     if args.preview is not None:
-        return preview(args.preview, args.augs, params, args.seed)
-    if args.corpus is None or args.out is None:
-        raise ValueError("give --corpus and --out (or --list / --preview)")
+        names = augment.resolve_names(list(augment.REGISTRY) if args.augs == DEFAULT_AUGS else args.augs)
+        return preview(args.preview, names, augment.validate_params(params, names), args.seed)
+    names = augment.resolve_names(args.augs)
+    params = augment.validate_params(params, names)
     sentences = read_corpus(args.corpus, args.limit)
     try:
         augment.build_cache(sentences, names, args.out, seed=args.seed, shard_size=args.shard_size,
                             n_process=args.n_process, params=params, overwrite=args.overwrite)
+    except CacheConflict as exc:
+        raise ValueError(f"--out {args.out} holds a cache built from other inputs (key {exc.key[:12]}); "
+                         "choose another --out or pass --overwrite to replace it") from exc
     except augment.AugmentationError as exc:
         raise ValueError(f"{exc} (the offline sets, e.g. 8-2-aug or all-rule-based, need no model)") from exc
     print(format_stats(load_stats(args.out)))
@@ -85,12 +129,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def preview(sentence: str, augs: str, params: dict[str, dict[str, Any]], seed: int) -> int:
+def preview(sentence: str, names: list[str], params: dict[str, dict[str, Any]], seed: int) -> int:
     """One line per augmentation; explicit --augs includes model-based ones, which may report an error."""
     from augcse import augment
     from augcse.augment.parse import parse
 
-    names = augment.resolve_names(augs if augs != "all-rule-based" else list(augment.REGISTRY))
     doc = parse([sentence])
     print(f"{'original':34} {sentence}")
     for name in names:

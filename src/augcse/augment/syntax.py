@@ -7,7 +7,7 @@ import random
 from spacy.tokens import Doc, Span, Token
 
 from augcse.augment.base import NL_AUGMENTER, Augmentation, Meaning, register
-from augcse.augment.grammar import CLITIC_STEMS, is_plural, root_of, subject_of
+from augcse.augment.grammar import BE_FORMS, CLITIC_STEMS, is_plural, root_of, subject_of
 from augcse.augment.lexicon import inflect
 from augcse.augment.text import Edits, capitalize_first, decapitalize, match_case
 
@@ -71,19 +71,22 @@ def _as_role(span: Span, role: str, sentence_start: bool) -> str:
 
 @register
 class SentenceSubjectObjectSwitch(Augmentation):
-    """Swap the subject and the direct object of the main verb."""
+    """Swap the subject and the object (direct, else the first prepositional one) of the main verb."""
 
     name = "SentenceSubjectObjectSwitch"
     meaning = Meaning.ALTERING.value
     needs = ("parse",)
     source = NL_AUGMENTER
-    rule = "the nsubj and dobj subtrees of the ROOT verb trade places (pronoun case and present-tense agreement fixed)"
+    rule = ("the nsubj and dobj subtrees of the ROOT verb trade places; pronoun case and the agreement of the "
+            "finite verb or auxiliary (has/have, is/are/am, was/were, does/do) follow the new subject; without a "
+            "direct object, the first prepositional object after the verb takes the subject's place")
 
     def rewrite(self, text: str, rng: random.Random, doc: Doc | None) -> str | None:
         root = root_of(doc)
-        subj = next((c for c in root.children if c.dep_ == "nsubj"), None)
-        obj = next((c for c in root.children if c.dep_ == "dobj"), None)
-        if subj is None or obj is None or not subj.i < root.i < obj.i:
+        subj = next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+        obj = next((c for c in root.children if c.dep_ == "dobj"), None) or \
+            next((t for t in doc[root.i + 1:] if t.dep_ == "pobj"), None)
+        if subj is None or obj is None or not subj.right_edge.i < root.i < obj.left_edge.i:
             return None
         s_span, o_span = doc[subj.left_edge.i:subj.right_edge.i + 1], doc[obj.left_edge.i:obj.right_edge.i + 1]
         if any(t.pos_ == "PUNCT" for t in s_span) or any(t.pos_ == "PUNCT" for t in o_span):
@@ -91,9 +94,43 @@ class SentenceSubjectObjectSwitch(Augmentation):
         edits = Edits(doc)
         edits.replace_span(s_span.start, s_span.end, _as_role(o_span, "subject", s_span.start == 0))
         edits.replace_span(o_span.start, o_span.end, _as_role(s_span, "object", False))
-        if root.tag_ in ("VBZ", "VBP") and is_plural(obj) != is_plural(subj):
-            edits.replace(root.i, inflect(root.lemma_, "VBP" if is_plural(obj) else "VBZ"))
+        finite = _finite_verb(root)
+        new = _agreeing_form(finite, _person(obj)) if finite is not None else None
+        if new is not None and new != finite.lower_:
+            if finite.text.startswith("'"):  # a clitic ('s, 're) cannot take another form in place
+                return None
+            edits.replace(finite.i, match_case(finite.text, new))
         return edits.render()
+
+
+BE_PRESENT = {"1sg": "am", "3sg": "is", "pl": "are"}
+FINITE_TAGS = ("VBZ", "VBP", "VBD")
+
+
+def _finite_verb(verb: Token) -> Token | None:
+    """The word of the verb group that agrees with the subject: the first tensed auxiliary, or the verb."""
+    aux = next((c for c in verb.lefts if c.dep_ in ("aux", "auxpass") and c.tag_ in FINITE_TAGS + ("MD",)), None)
+    tok = aux if aux is not None else verb
+    return tok if tok.tag_ in FINITE_TAGS else None
+
+
+def _person(tok: Token) -> str:
+    """'1sg', '3sg' or 'pl' (which 'you' shares) for a noun phrase head about to become the subject."""
+    word = SUBJECT_CASE.get(tok.lower_, tok.lower_)
+    if word == "i":
+        return "1sg"
+    return "pl" if word == "you" or is_plural(tok) else "3sg"
+
+
+def _agreeing_form(tok: Token, person: str) -> str | None:
+    """The form of the finite verb ``tok`` that agrees with a subject of ``person``; None if tense has none."""
+    if tok.lemma_ == "be" or tok.lower_ in BE_FORMS:
+        if tok.tag_ == "VBD":
+            return "were" if person == "pl" else "was"
+        return BE_PRESENT[person]
+    if tok.tag_ == "VBD":
+        return None
+    return inflect(tok.lemma_.lower(), "VBZ" if person == "3sg" else "VBP")
 
 
 # --------------------------------------------------------------------------- summarization

@@ -1,0 +1,95 @@
+"""Fault injection: ``augcse augment`` killed with SIGKILL at random points, resumed, ends identical.
+
+One cache folder is built by the augment command in a child process that is SIGKILLed again and
+again at random moments (once a random number of further shards is finished, plus a random delay, so kills land
+inside a shard, between shards and around the final statistics); a last run resumes it. The
+result must equal an uninterrupted build, statistics included, and no temporary shard may be left.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from augcse import augment
+from augcse.augment.cache import load_stats
+
+AUGS = "RandomSwap,ContractionExpansions,WordRepetition,SwitchCase"
+N_SENTENCES, SHARD_SIZE = 36, 2
+
+# ``augcse augment`` itself (the sub-command's parser and run function), without the other sub-commands'
+# imports, so that each restart costs only the augmentation library's start-up.
+DRIVER = textwrap.dedent("""
+    import argparse, sys
+    from augcse.augment import cli
+
+    parser = argparse.ArgumentParser(prog="augcse")
+    cli.add_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["augment", *sys.argv[1:]])
+    sys.exit(args.func(args))
+""")
+
+
+def shards_done(out: Path) -> int:
+    return len([p for p in (out / "shards").glob("[0-9]*") if p.is_dir()]) if (out / "shards").is_dir() else 0
+
+
+def complete(out: Path) -> bool:
+    manifest = out / "manifest.json"
+    return manifest.is_file() and '"complete": true' in manifest.read_text()
+
+
+def kill_at_random_points(command: list[str], env: dict, out: Path, n_shards: int, seed: int,
+                          kills: int) -> list[dict]:
+    """Start ``command`` ``kills`` times, SIGKILL each at a random point; returns what each kill hit."""
+    rng = random.Random(seed)
+    log = []
+    for _ in range(kills):
+        if complete(out):
+            break
+        before = shards_done(out)
+        target = rng.randint(min(before + 1, n_shards - 1), n_shards - 1)
+        delay = rng.uniform(0, 0.15)
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline and shards_done(out) < target and proc.poll() is None:
+            time.sleep(0.005)
+        time.sleep(delay)
+        finished = proc.poll() is not None
+        if not finished:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        log.append({"shards_before": before, "target": target, "shards_after": shards_done(out),
+                    "exited_before_kill": finished})
+    return log
+
+
+@pytest.mark.parametrize("seed,kills", [(0, 2)] + [pytest.param(s, 4, marks=pytest.mark.slow) for s in range(1, 6)])
+def test_random_sigkills_then_resume_equal_an_uninterrupted_build(seed, kills, tmp_path, data_dir):
+    lines = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text(encoding="utf-8").splitlines()
+    sentences = [s.strip() for s in lines if s.strip()][:N_SENTENCES]
+    corpus, driver, out = tmp_path / "corpus.txt", tmp_path / "augment.py", tmp_path / "killed"
+    corpus.write_text("\n".join(sentences), encoding="utf-8")
+    driver.write_text(DRIVER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, str(driver), "--corpus", str(corpus), "--out", str(out), "--augs", AUGS,
+               "--seed", "3", "--shard-size", str(SHARD_SIZE), "--param", "SwitchCase.p=0.3"]
+    n_shards = N_SENTENCES // SHARD_SIZE
+    log = kill_at_random_points(command, env, out, n_shards, seed, kills)
+    print(f"seed {seed}: kills {log}")
+    assert any(0 < k["shards_after"] < n_shards and not k["exited_before_kill"] for k in log), log
+    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    fresh = augment.build_cache(sentences, AUGS, tmp_path / "fresh", seed=3, shard_size=SHARD_SIZE,
+                                params={"SwitchCase": {"p": 0.3}}, progress=False)
+    assert augment.load_cache(out).to_dict() == fresh.to_dict()
+    assert load_stats(out) == load_stats(tmp_path / "fresh")
+    assert not list((out / "shards").glob(".tmp-*"))
