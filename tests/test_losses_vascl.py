@@ -76,3 +76,23 @@ def test_instance_loss_is_nt_xent_over_both_views(loss):
 def test_components(loss):
     out = loss.loss_from_pooled([torch.randn(6, 32), torch.randn(6, 32)])
     assert set(out) == {"instance", "neighbourhood"} and all(torch.isfinite(v) for v in out.values())
+
+
+@pytest.mark.parametrize("clean_gradient", [False, True])
+def test_head_gradient_follows_the_authors_code(tiny_st, monkeypatch, clean_gradient):
+    """The authors' code embeds the clean side under no_grad: only h(e + δ) trains the head.
+    ``clean_gradient=True`` keeps the gradient through h(e) as well."""
+    torch.manual_seed(3)
+    loss = VaSCLLoss(tiny_st, topk=2, eps=1.0, clean_gradient=clean_gradient)
+    e = torch.randn(6, 32)
+    delta = F.normalize(torch.randn(6, 32), dim=-1)
+    monkeypatch.setattr(loss, "virtual_perturbation", lambda base, neighbours: delta)
+    loss.loss_from_pooled([e, torch.randn(6, 32)])["neighbourhood"].backward()
+    got = [p.grad.clone() for p in loss.head.parameters()]
+    loss.zero_grad()
+    neighbours = nearest_neighbours(e, 2)
+    clean = loss.head(e)
+    clean = clean if clean_gradient else clean.detach()
+    loss.neighbourhood_loss(clean, loss.head(e + delta), neighbours).backward()
+    for mine, reference in zip(got, loss.head.parameters()):
+        torch.testing.assert_close(mine, reference.grad)

@@ -49,6 +49,10 @@ class VaSCLLoss(ContrastiveLoss):
         xi: probe magnitude ξ of the random start; ``None`` uses Δ, as the code does.
         detach: ``True`` (code default) computes the neighbourhood loss on detached embeddings, so it trains
             only the head; ``False`` trains the encoder end to end, as the paper's Eq. 6 reads.
+        clean_gradient: ``False`` (the authors' code) embeds the clean side ``h(e_i)`` of the neighbourhood
+            loss under ``no_grad``, so only the virtual side ``h(e_i + δ_i)`` trains the head (and, without
+            ``detach``, the encoder); ``True`` lets the gradient through ``h(e_i)`` too, which is how Eq. 5–6
+            read when ``z_i`` is taken as a trainable function (the loss value is the same either way).
         temperature: τ (0.05, code default).
         head: train-only head; ``vascl`` is Linear(d,d) → ReLU → Linear(d,128), no biases. Give it its own
             learning rate with ``training.learning_rate_mapping: {"head\\\\.": 5.0e-4}``.
@@ -82,7 +86,8 @@ class VaSCLLoss(ContrastiveLoss):
     """
 
     def __init__(self, model, topk: int = 16, eps: float = 15.0, xi: float | None = None, detach: bool = True,
-                 temperature: float = 0.05, head: str | None = "vascl", gather_across_devices: bool = True) -> None:
+                 clean_gradient: bool = False, temperature: float = 0.05, head: str | None = "vascl",
+                 gather_across_devices: bool = True) -> None:
         super().__init__(model, temperature, head, gather_across_devices)
         if eps <= 0:
             raise ValueError(f"eps (Δ) must be > 0, got {eps}")
@@ -90,6 +95,7 @@ class VaSCLLoss(ContrastiveLoss):
         self.eps = float(eps)
         self.xi = None if xi is None else float(xi)
         self.detach = detach
+        self.clean_gradient = clean_gradient
 
     def default_inputs(self) -> list[str]:
         return ["anchor", "~anchor"]
@@ -106,7 +112,9 @@ class VaSCLLoss(ContrastiveLoss):
         neighbours = nearest_neighbours(e1, self.topk)
         base = e1.detach() if self.detach else e1
         delta = self.virtual_perturbation(base, neighbours)
-        clean, virtual = self.apply_head([base, base + delta])
+        virtual = self.head(base + delta)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.clean_gradient):
+            clean = self.head(base)
         return {"instance": instance, "neighbourhood": self.neighbourhood_loss(clean, virtual, neighbours)}
 
     def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
@@ -145,7 +153,8 @@ class VaSCLLoss(ContrastiveLoss):
         return (to_virtual + to_clean) / 2
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {**super().get_config_dict(), "topk": self.topk, "eps": self.eps, "xi": self.xi, "detach": self.detach}
+        return {**super().get_config_dict(), "topk": self.topk, "eps": self.eps, "xi": self.xi, "detach": self.detach,
+                "clean_gradient": self.clean_gradient}
 
     @property
     def citation(self) -> str:
