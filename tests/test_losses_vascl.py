@@ -55,7 +55,7 @@ def test_detach_stops_neighbourhood_gradient_to_the_encoder(tiny_st):
     for detach, reaches in ((True, False), (False, True)):
         loss = VaSCLLoss(tiny_st, topk=2, eps=1.0, detach=detach)
         e1, e2 = torch.randn(5, 32, requires_grad=True), torch.randn(5, 32)
-        loss.loss_from_pooled([e1, e2])["neighbourhood"].backward()
+        loss.compute_loss({"anchor": e1, "positive": e2})["neighbourhood"].backward()
         assert (e1.grad is not None and e1.grad.abs().sum() > 0) == reaches
         assert any(p.grad is not None for p in loss.head.parameters())
 
@@ -74,7 +74,7 @@ def test_instance_loss_is_nt_xent_over_both_views(loss):
 
 
 def test_components(loss):
-    out = loss.loss_from_pooled([torch.randn(6, 32), torch.randn(6, 32)])
+    out = loss.compute_loss({"anchor": torch.randn(6, 32), "positive": torch.randn(6, 32)})
     assert set(out) == {"instance", "neighbourhood"} and all(torch.isfinite(v) for v in out.values())
 
 
@@ -87,7 +87,7 @@ def test_head_gradient_follows_the_authors_code(tiny_st, monkeypatch, clean_grad
     e = torch.randn(6, 32)
     delta = F.normalize(torch.randn(6, 32), dim=-1)
     monkeypatch.setattr(loss, "virtual_perturbation", lambda base, neighbours: delta)
-    loss.loss_from_pooled([e, torch.randn(6, 32)])["neighbourhood"].backward()
+    loss.compute_loss({"anchor": e, "positive": torch.randn(6, 32)})["neighbourhood"].backward()
     got = [p.grad.clone() for p in loss.head.parameters()]
     loss.zero_grad()
     neighbours = nearest_neighbours(e, 2)

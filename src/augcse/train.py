@@ -239,6 +239,7 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
     from sentence_transformers import SentenceTransformerTrainer
 
     from augcse.evaluation.suite import SuiteEvaluator
+    from augcse.losses import bind_dataset
     from augcse.views import ViewContext, build_views
 
     started = time.perf_counter()
@@ -262,6 +263,7 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
     corpus, stats = load_corpus(corpus_path, column=recipe.data.column, seed=recipe.seed, **options)
     context = ViewContext(model=model, seed=recipe.seed, data_dir=root, run_dir=run_dir)
     train_dataset = build_views(corpus, recipe.data.views, context)
+    bind_dataset(loss, train_dataset)  # columns by role, before the trainer starts
 
     defaults = default_tasks(root)
     dev = defaults["dev"] if recipe.eval.dev == "auto" else recipe.eval.dev

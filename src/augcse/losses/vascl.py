@@ -8,7 +8,7 @@ sentence while pushing the neighbours (clean and virtual) away.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-from augcse.losses.base import ContrastiveLoss
+from augcse.losses.base import Contract, ContrastiveLoss, Role
 from augcse.losses.infonce import KeyBlock, info_nce
 
 
@@ -76,10 +76,11 @@ class VaSCLLoss(ContrastiveLoss):
         ::
 
             from datasets import Dataset
-            from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+            from sentence_transformers import SentenceTransformerTrainer
+            from augcse import load_model
             from augcse.losses import VaSCLLoss
 
-            model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")
             train = Dataset.from_dict({"anchor": ["The cat sleeps.", "It rains.", "Dogs bark.", "A man runs."]})
             loss = VaSCLLoss(model, topk=2, eps=1.0)
             SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
@@ -97,16 +98,14 @@ class VaSCLLoss(ContrastiveLoss):
         self.detach = detach
         self.clean_gradient = clean_gradient
 
-    def default_inputs(self) -> list[str]:
-        return ["anchor", "~anchor"]
+    @classmethod
+    def contract_for(cls, params: Mapping[str, Any]) -> Contract:
+        return Contract((Role("anchor"), Role("positive", required=False, fallback="~anchor", from_column=False)))
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        features = list(sentence_features)
-        return self.loss_from_pooled(self.pool(features[:1], dropout_copies=1), labels)
-
-    def loss_from_pooled(self, pooled: Sequence[Tensor], labels: Tensor | None = None, features=None) -> dict[str, Tensor]:
-        """The loss from the encoder's pooled embeddings ``[e, e']`` (the head and the perturbation run here)."""
-        e1, e2 = pooled
+    def compute_loss(self, pooled: Mapping[str, Any], labels: Tensor | None = None,
+                     features: Mapping[str, Any] | None = None) -> dict[str, Tensor]:
+        """From the encoder's pooled embeddings ``e, e'`` (the head and the perturbation run here)."""
+        e1, e2 = pooled["anchor"], pooled["positive"]
         z1, z2 = self.apply_head([e1, e2])
         instance = self.instance_loss(z1, z2)
         neighbours = nearest_neighbours(e1, self.topk)
@@ -116,10 +115,6 @@ class VaSCLLoss(ContrastiveLoss):
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.clean_gradient):
             clean = self.head(base)
         return {"instance": instance, "neighbourhood": self.neighbourhood_loss(clean, virtual, neighbours)}
-
-    def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
-        """Same as :meth:`loss_from_pooled`: VaSCL perturbs *before* the head, so it takes pooled embeddings."""
-        return self.loss_from_pooled(embeddings, labels)
 
     def instance_loss(self, z1: Tensor, z2: Tensor) -> Tensor:
         """NT-Xent (paper Eq. 1) averaged over the 2B rows: partner view positive, all other views negative."""
