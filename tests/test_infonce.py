@@ -114,5 +114,37 @@ def test_simcse_loss_uses_two_dropout_views(tiny_st):
         emb = tiny_st(tiny_st.preprocess(["a man plays a guitar", "the cat sleeps on the mat", "stocks fell sharply"]))["sentence_embedding"]
     assert value.item() == pytest.approx(info_nce(emb, [KeyBlock(emb)], TAU).item(), rel=1e-5)
     tiny_st.train()
-    views = loss.embed([features], dropout_copies=1)
-    assert not torch.allclose(views[0], views[1]), "dropout must make the two views differ"
+    from augcse.losses.base import embed_sources
+
+    views = embed_sources(tiny_st, {"anchor": features}, ["anchor", "~anchor"])
+    assert not torch.allclose(views["anchor"], views["~anchor"]), "dropout must make the two views differ"
+
+
+def _fake_second_process(monkeypatch):
+    """Pretend to be rank 0 of 2: gathering appends another process's (random) keys."""
+    import augcse.losses.infonce as core
+
+    monkeypatch.setattr(core, "get_world_size", lambda: 2)
+    monkeypatch.setattr(core, "get_rank", lambda: 0)
+    monkeypatch.setattr(core, "all_gather_with_grad", lambda t: torch.cat([t, torch.randn_like(t)]))
+
+
+@pytest.mark.parametrize("loss_name", ["simcse", "sda", "cards", "augcse"])
+def test_gather_across_devices_false_is_honoured_on_every_path(tiny_st, monkeypatch, loss_name, vectors):
+    """With gather_across_devices=False no key is gathered, whichever form (the symmetric one included)."""
+    from augcse.losses import LOSSES
+
+    h, hp, hn = vectors
+    h, hp, hn = (torch.nn.functional.pad(v, (0, 28)) for v in (h, hp, hn))
+    params = {"symmetric": True, "head": "none", "gather_across_devices": False}
+    if loss_name == "augcse":
+        params.update(augmentations=2, variant="none")
+    if loss_name == "cards":
+        params["mask_own_text"] = False
+    loss = LOSSES[loss_name](tiny_st, **params)
+    pooled = {"anchor": h, "positive": hp, "augmented": hp, "negation": [hn], "retrieved": [hn]}
+    local = loss.compute_loss(pooled)["contrastive"].item()
+    _fake_second_process(monkeypatch)
+    assert loss.compute_loss(pooled)["contrastive"].item() == pytest.approx(local, rel=1e-6)
+    loss.gather_across_devices = True  # and the fake gather does change the loss when asked for
+    assert loss.compute_loss(pooled)["contrastive"].item() != pytest.approx(local, rel=1e-3)

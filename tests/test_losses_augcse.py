@@ -65,7 +65,7 @@ def test_variants_components_and_weight(tiny_st):
     a, a2, aug = torch.randn(4, 32), torch.randn(4, 32), torch.randn(4, 32)
     labels = torch.tensor([0, 1, 2, 2])
     main = AugCSELoss(tiny_st, augmentations=2, discriminator_weight=0.5, head="none").eval()
-    out = main.compute_loss_from_embeddings([a, a2, aug], labels)
+    out = main.compute_loss({"anchor": a, "positive": a2, "augmented": aug}, labels)
     assert set(out) == {"contrastive", "discriminator"}
     raw = discriminator_loss(main.discriminator(torch.cat([a, aug], -1)), labels)
     assert out["discriminator"].item() == pytest.approx(0.5 * raw.item(), rel=1e-6)
@@ -73,13 +73,26 @@ def test_variants_components_and_weight(tiny_st):
     assert boolean.discriminator.net[-2].out_features == 2
     assert boolean.targets(labels).tolist() == [1, 1, 0, 0]
     none = AugCSELoss(tiny_st, augmentations=2, variant="none", head="none")
-    assert set(none.compute_loss_from_embeddings([a, aug])) == {"contrastive"}
+    assert set(none.compute_loss({"anchor": a, "augmented": aug})) == {"contrastive"}
     positive = AugCSELoss(tiny_st, augmentations=2, variant="positive", head="none")
-    assert set(positive.compute_loss_from_embeddings([a, aug], labels)) == {"contrastive", "discriminator"}
-    negative = AugCSELoss(tiny_st, augmentations=2, variant="negative", symmetric=False, head="none")
-    from augcse.losses.infonce import KeyBlock, info_nce
-    expected = info_nce(a, [KeyBlock(a2), KeyBlock(aug, "diag")], 0.05)
-    assert negative.compute_loss_from_embeddings([a, a2, aug])["contrastive"].item() == pytest.approx(expected.item())
+    assert set(positive.compute_loss({"anchor": a, "augmented": aug}, labels)) == {"contrastive", "discriminator"}
+
+
+def test_negative_variant_is_equation_1_by_default(tiny_st):
+    """Paper Eq. 1 (the code's one-way ``ranking_neg``): the dropout positive, in-batch positives, and the
+    row's own augmentation as the only hard negative, by hand."""
+    import math
+
+    torch.manual_seed(0)
+    a, a2, aug = torch.randn(4, 32), torch.randn(4, 32), torch.randn(4, 32)
+    negative = AugCSELoss(tiny_st, augmentations=2, variant="negative", head="none")
+    got = negative.compute_loss({"anchor": a, "positive": a2, "augmented": aug})["contrastive"].item()
+    cos = torch.nn.functional.cosine_similarity
+    total = 0.0
+    for i in range(4):
+        logits = [float(cos(a[i], a2[j], dim=0)) / 0.05 for j in range(4)] + [float(cos(a[i], aug[i], dim=0)) / 0.05]
+        total += -(logits[i] - math.log(sum(math.exp(x) for x in logits))) / 4
+    assert got == pytest.approx(total, rel=1e-5)
 
 
 def test_discriminator_accuracy_is_popped(tiny_st):

@@ -36,7 +36,7 @@ def test_margin_matches_equation_4_diag(tiny_st, views):
     for i in range(3):
         logits = [cos(h[i], hp[j]) / TAU for j in range(3)] + [(cos(h[i], hn[i]) - delta) / TAU]
         expected += nll(logits[i], logits) / 3
-    got = loss.compute_loss_from_embeddings([h, hp, hn])["contrastive"]
+    got = loss.compute_loss({"anchor": h, "positive": hp, "negation": [hn]})["contrastive"]
     assert got.item() == pytest.approx(expected, rel=1e-5)
     assert loss.negation_offset == pytest.approx(-delta / TAU)
 
@@ -65,13 +65,13 @@ def test_margin_all_block_sees_every_negation_with_own_offset(tiny_st, views):
         negs = [(cos(h[i], hn[j]) - (delta if i == j else 0.0)) / TAU for j in range(3)]
         logits = [cos(h[i], hp[j]) / TAU for j in range(3)] + negs
         expected += nll(logits[i], logits) / 3
-    assert loss.compute_loss_from_embeddings([h, hp, hn])["contrastive"].item() == pytest.approx(expected, rel=1e-5)
+    assert loss.compute_loss({"anchor": h, "positive": hp, "negation": [hn]})["contrastive"].item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_without_negation_is_infonce(tiny_st, views):
     h, hp, _ = views
     loss = SDALoss(tiny_st, head="none")
-    assert loss.compute_loss_from_embeddings([h, hp])["contrastive"].item() == pytest.approx(
+    assert loss.compute_loss({"anchor": h, "positive": hp})["contrastive"].item() == pytest.approx(
         info_nce(h, [KeyBlock(hp)], 0.05).item())
 
 

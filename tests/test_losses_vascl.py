@@ -55,7 +55,7 @@ def test_detach_stops_neighbourhood_gradient_to_the_encoder(tiny_st):
     for detach, reaches in ((True, False), (False, True)):
         loss = VaSCLLoss(tiny_st, topk=2, eps=1.0, detach=detach)
         e1, e2 = torch.randn(5, 32, requires_grad=True), torch.randn(5, 32)
-        loss.loss_from_pooled([e1, e2])["neighbourhood"].backward()
+        loss.compute_loss({"anchor": e1, "positive": e2})["neighbourhood"].backward()
         assert (e1.grad is not None and e1.grad.abs().sum() > 0) == reaches
         assert any(p.grad is not None for p in loss.head.parameters())
 
@@ -74,5 +74,25 @@ def test_instance_loss_is_nt_xent_over_both_views(loss):
 
 
 def test_components(loss):
-    out = loss.loss_from_pooled([torch.randn(6, 32), torch.randn(6, 32)])
+    out = loss.compute_loss({"anchor": torch.randn(6, 32), "positive": torch.randn(6, 32)})
     assert set(out) == {"instance", "neighbourhood"} and all(torch.isfinite(v) for v in out.values())
+
+
+@pytest.mark.parametrize("clean_gradient", [False, True])
+def test_head_gradient_follows_the_authors_code(tiny_st, monkeypatch, clean_gradient):
+    """The authors' code embeds the clean side under no_grad: only h(e + δ) trains the head.
+    ``clean_gradient=True`` keeps the gradient through h(e) as well."""
+    torch.manual_seed(3)
+    loss = VaSCLLoss(tiny_st, topk=2, eps=1.0, clean_gradient=clean_gradient)
+    e = torch.randn(6, 32)
+    delta = F.normalize(torch.randn(6, 32), dim=-1)
+    monkeypatch.setattr(loss, "virtual_perturbation", lambda base, neighbours: delta)
+    loss.compute_loss({"anchor": e, "positive": torch.randn(6, 32)})["neighbourhood"].backward()
+    got = [p.grad.clone() for p in loss.head.parameters()]
+    loss.zero_grad()
+    neighbours = nearest_neighbours(e, 2)
+    clean = loss.head(e)
+    clean = clean if clean_gradient else clean.detach()
+    loss.neighbourhood_loss(clean, loss.head(e + delta), neighbours).backward()
+    for mine, reference in zip(got, loss.head.parameters()):
+        torch.testing.assert_close(mine, reference.grad)

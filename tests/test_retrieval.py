@@ -66,7 +66,7 @@ def test_cards_view_resamples_per_access(tiny_st, tmp_path, caplog):
     assert ds[0]["positive"] != ds[0]["anchor"]  # v1 always switches at least one word
 
 
-def test_text_ids_ignore_padding_and_mask_own_text(tiny_st):
+def test_text_ids_ignore_padding_and_mask_own_text(tiny_st, monkeypatch):
     a = tiny_st.tokenize(["The cat sat.", "A dog ran far away today."])
     b = tiny_st.tokenize(["The cat sat."])
     assert text_ids(a)[0] == text_ids(b)[0] and text_ids(a)[0] != text_ids(a)[1]
@@ -74,7 +74,9 @@ def test_text_ids_ignore_padding_and_mask_own_text(tiny_st):
     anchor, positive, negative = torch.randn(2, 8), torch.randn(2, 8), torch.randn(2, 8)
     loss = CARDSLoss(tiny_st, head="none")
     query_ids, key_ids = torch.tensor([7, 9]), torch.tensor([1, 7])  # row 1's negative is row 0's anchor
-    masked = loss.compute_loss_from_embeddings([anchor, positive, negative], None, query_ids, [key_ids])
+    ids = {"anchor": query_ids, "retrieved": [key_ids]}
+    monkeypatch.setattr("augcse.losses.cards.text_ids", lambda features: features)
+    masked = loss.compute_loss({"anchor": anchor, "positive": positive, "retrieved": [negative]}, None, ids)
     sim = lambda x, y: torch.nn.functional.cosine_similarity(x, y, dim=0) / 0.05
     rows = []
     for i in range(2):

@@ -271,6 +271,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
 
     from augcse.callbacks import GracefulStop, JsonlLogger, LossStateCheckpoint, restore_loss_state, truncate_log
     from augcse.evaluation.suite import SuiteEvaluator
+    from augcse.losses import bind_dataset
     from augcse.model_card import write_model_card
     from augcse.views import ViewContext, build_views
 
@@ -283,6 +284,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
     loss = build_loss(recipe, model)
     context = ViewContext(model=model, seed=recipe.seed, data_dir=root, run_dir=run_dir)
     train_dataset = build_views(corpus, recipe.data.views, context)
+    bind_dataset(loss, train_dataset)  # columns by role, before the trainer starts
 
     defaults = default_tasks(root)
     dev = defaults["dev"] if recipe.eval.dev == "auto" else recipe.eval.dev

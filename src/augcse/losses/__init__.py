@@ -1,21 +1,25 @@
-"""augcse losses: one file per paper, all on :mod:`augcse.losses.infonce`; a registry for recipes."""
+"""augcse losses: one file per paper, all on :mod:`augcse.losses.infonce`; a registry for recipes.
+
+Every loss follows :class:`~augcse.losses.base.RoleLoss`: it reads the dataset's columns by role and
+states its label space, so :func:`validate_loss` checks a recipe against the columns its views will
+write before any model loads, and :func:`bind_dataset` checks the built dataset before training.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from torch import nn
-
-from augcse.losses.base import ContrastiveLoss
-from augcse.losses.infonce import KeyBlock, info_nce, symmetric_info_nce
-from augcse.losses.simcse import SimCSELoss
 from augcse.losses.augcse import AugCSELoss
+from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Role, RoleError, RoleLoss, check_label_space
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
+from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
 from augcse.losses.sda import SDALoss
+from augcse.losses.simcse import SimCSELoss
 from augcse.losses.vascl import VaSCLLoss
 
-LOSSES: dict[str, Callable[..., nn.Module]] = {
+LOSSES: dict[str, Callable[..., RoleLoss]] = {
     "simcse": SimCSELoss,
     "augcse": AugCSELoss,
     "sda": SDALoss,
@@ -23,14 +27,75 @@ LOSSES: dict[str, Callable[..., nn.Module]] = {
     "cards": CARDSLoss,
     "composite": CompositeLoss,
 }
+# the constructor parameter that states a loss's label space; left out of a recipe, it is passed on
+# from the view that writes the label column (one source of truth)
+LABEL_PARAMETERS: dict[str, str] = {"augcse": "augmentations"}
 
 
-def register_loss(name: str, factory: Callable[..., nn.Module]) -> None:
+def register_loss(name: str, factory: Callable[..., RoleLoss]) -> None:
     """Make a loss available to recipes under ``name``."""
     if name in LOSSES:
         raise ValueError(f"loss {name!r} is registered twice")
     LOSSES[name] = factory
 
 
-__all__ = ["LOSSES", "AugCSELoss", "CARDSLoss", "CompositeLoss", "ContrastiveLoss", "KeyBlock", "SDALoss", "SimCSELoss",
-           "VaSCLLoss", "info_nce", "register_loss", "symmetric_info_nce"]
+def _pass_on_labels(name: str, params: dict[str, Any], produced: Mapping[str, Any]) -> dict[str, Any]:
+    label = produced.get(LABEL)
+    key = LABEL_PARAMETERS.get(name)
+    if key and key not in params and isinstance(label, Mapping) and label.get("spec") is not None:
+        params = {**params, key: label["spec"]}
+    if name == "composite" and isinstance(params.get("terms"), list):
+        terms = [{**t, "params": _pass_on_labels(t["loss"], dict(t.get("params") or {}), produced)}
+                 if isinstance(t, dict) and t.get("loss") in LABEL_PARAMETERS else t for t in params["terms"]]
+        params = {**params, "terms": terms}
+    return params
+
+
+def validate_loss(name: str, params: Mapping[str, Any], produced: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Check a recipe's loss against its parameters' signature and the columns the views will write.
+
+    ``produced``: column → ``None`` (text) or ``{size, names, spec}`` (a label column), as
+    :func:`augcse.views.produced_columns` gives it; ``None`` skips the column checks. Returns the
+    parameters with the view's label set passed on where the recipe leaves it out. Raises a
+    one-line ``ValueError`` (:class:`~augcse.signatures.ParameterError` or :class:`RoleError`).
+    """
+    from augcse.losses.heads import HEADS
+    from augcse.signatures import ParameterError, check_params, suggest
+
+    if name not in LOSSES:
+        raise ParameterError(f"recipe key 'loss.name': unknown loss {name!r}{suggest(name, list(LOSSES))}")
+    factory = LOSSES[name]
+    params = _pass_on_labels(name, dict(params), produced or {})
+    filled = check_params(factory, params, "loss.params", skip=("model",))
+    head = filled.get("head")
+    if head is not None and head not in HEADS:
+        raise ParameterError(f"recipe key 'loss.params.head': unknown head {head!r}{suggest(head, list(HEADS))}")
+    try:
+        contract = factory.contract_for(filled)
+    except (ValueError, KeyError) as exc:
+        raise ParameterError(f"recipe key 'loss.params': {exc}") from None
+    if produced is not None:
+        columns = [c for c in produced if c != LABEL]
+        contract.assign(columns, LABEL in produced, f"loss {name!r}")
+        label = produced.get(LABEL)
+        if contract.labels is not None and isinstance(label, Mapping):
+            check_label_space(contract.labels, LabelSpace(label["size"], label.get("names"), label.get("spec")),
+                              f"loss {name!r}")
+    return params
+
+
+def bind_dataset(loss: RoleLoss, dataset) -> None:
+    """Bind the built training dataset to the loss by column name and check its labels lie in the label space."""
+    loss.bind(dataset.column_names)
+    labels = loss.contract.labels
+    if labels is not None and labels.size and len(dataset):
+        values = dataset.with_format(None)[LABEL]
+        low, high = min(values), max(values)
+        if low < 0 or high >= labels.size:
+            raise RoleError(f"the {LABEL!r} column holds {low}…{high} but the loss has {labels.size} classes "
+                            f"({labels.spec!r}); build the view and the loss from one augmentation set")
+
+
+__all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CompositeLoss", "Contract", "ContrastiveLoss", "KeyBlock",
+           "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "VaSCLLoss", "bind_dataset",
+           "contrast", "info_nce", "register_loss", "symmetric_info_nce", "validate_loss"]

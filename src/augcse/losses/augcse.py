@@ -9,24 +9,17 @@ the augmentation type, and the encoder, through the reversal layer, learns to hi
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
-from datasets import Dataset
 from torch import Tensor, nn
 
-from augcse.losses.base import ContrastiveLoss
+from augcse.losses.base import Contract, ContrastiveLoss, LabelSpace, Role
 from augcse.losses.grl import GradientReversal
-from augcse.losses.infonce import KeyBlock, info_nce, symmetric_info_nce
-from augcse.views import ViewContext, register_view
-
-logger = logging.getLogger(__name__)
+from augcse.losses.infonce import KeyBlock, contrast
 
 
 # --------------------------------------------------------------------------- variants
@@ -38,6 +31,7 @@ class Variant:
     positive: str  # "dropout": a second dropout pass of the anchor; "augmented": the augmented sentence
     discriminator: str | None  # "type": K-way augmentation type; "bool": augmented vs not; None: no discriminator
     augmentation_as_negative: bool = False  # the row's own augmentation as a hard negative (Eq. 1)
+    symmetric: bool = True  # the default of ``symmetric``: the code's two-way "ranking" loss, Eq. 1 one-way
 
 
 VARIANTS: dict[str, Variant] = {
@@ -45,21 +39,19 @@ VARIANTS: dict[str, Variant] = {
     "bool": Variant("dropout", "bool"),
     "positive": Variant("augmented", "type"),
     "none": Variant("augmented", None),
-    "negative": Variant("dropout", None, augmentation_as_negative=True),
+    "negative": Variant("dropout", None, augmentation_as_negative=True, symmetric=False),
 }
+VariantName = Literal["augcse", "bool", "positive", "none", "negative"]
 
 
-def augmentation_names(augmentations: str | Sequence[str]) -> list[str]:
-    """A named set (``8-aug``…) or a list of augmentation names, as a list of names."""
-    if isinstance(augmentations, str):
-        from augcse.augment import SETS
+def label_space(augmentations: int | str | Sequence[str]) -> LabelSpace:
+    """K = #augmentations + 1 classes (the last: unchanged); names resolved by the augmentation library."""
+    if isinstance(augmentations, int):
+        return LabelSpace(augmentations + 1, None, augmentations)
+    from augcse.augment import resolve_names
 
-        return list(SETS[augmentations]) if augmentations in SETS else [augmentations]
-    return list(augmentations)
-
-
-def count_augmentations(augmentations: int | str | Sequence[str]) -> int:
-    return augmentations if isinstance(augmentations, int) else len(augmentation_names(augmentations))
+    names = tuple(resolve_names(augmentations))
+    return LabelSpace(len(names) + 1, names, augmentations)
 
 
 # --------------------------------------------------------------------------- discriminator
@@ -109,6 +101,7 @@ class AugCSELoss(ContrastiveLoss):
     Args:
         model: SentenceTransformer to train.
         augmentations: the augmentation set (a name such as ``8-aug``, a list, or their number); K = this + 1.
+            In a recipe leave it out: it is passed on from the ``augcse_sample`` view (stating both, they must agree).
         variant: ``augcse`` (default), ``bool`` (binary augmented-vs-not target), ``positive`` (the augmented
             sentence is the positive, with the discriminator), ``none`` (augmented positive, no discriminator),
             ``negative`` (dropout positive, the own augmentation as a hard negative, paper Eq. 1).
@@ -117,7 +110,8 @@ class AugCSELoss(ContrastiveLoss):
         temperature: τ.
         head: train-only head; ``bn`` is DiffCSE's BN projection, as in the paper.
         symmetric: average with the positive→anchor direction (the code's "ranking" loss; the paper states it
-            only for the ``positive`` variant).
+            only for the ``positive`` variant). ``None``: the variant's own default, two-way except ``negative``,
+            which is paper Eq. 1 (one-way, the code's ``ranking_neg``).
         discriminator_layers, discriminator_dropout, discriminator_output_tanh: the code discriminator's shape.
         hard_negative_weight: logit offset on the own augmentation in the ``negative`` variant.
 
@@ -132,7 +126,8 @@ class AugCSELoss(ContrastiveLoss):
         | (anchor, augmented)                | augmentation index, K−1 = no augmentation |
         +------------------------------------+-------------------------------------------+
 
-        Built by the ``augcse_sample`` view.
+        Read by name; the dropout variants add ``positive`` as a second dropout pass of the anchor. Variants
+        without a discriminator read no label. Built by the ``augcse_sample`` view.
 
     Relations:
         - With λ = 0 (or variant ``none`` on the anchor column itself) it is :class:`~augcse.losses.SimCSELoss`
@@ -143,27 +138,32 @@ class AugCSELoss(ContrastiveLoss):
         ::
 
             from datasets import Dataset
-            from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+            from sentence_transformers import SentenceTransformerTrainer
+            from augcse import load_model
             from augcse.losses import AugCSELoss
+            from augcse.views import ViewContext, build_views
 
-            model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
-            train = Dataset.from_dict({"anchor": ["The cat sleeps.", "It was raining."],
-                                       "augmented": ["The cat slept.", "It was raining."],
-                                       "label": [0, 2]})  # 2 augmentations: label 2 = unchanged
-            loss = AugCSELoss(model, augmentations=2)
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+            corpus = Dataset.from_dict({"text": ["The cat sleeps on the mat .", "It was raining in Paris ."]})
+            augmentations = ["RandomDeletion", "RandomSwap"]  # K = 3: label 2 = unchanged
+            # the augcse_sample view writes the augmented column and its label (the augmentation drawn)
+            train = build_views(corpus, [{"name": "augcse_sample", "augmentations": augmentations}],
+                                ViewContext(model=model, cache_dir="/tmp/augcse-cache"))
+            loss = AugCSELoss(model, augmentations=augmentations)
+            loss.bind(train.column_names)  # anchor, augmented, label
             SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
     def __init__(
         self,
         model,
-        augmentations: int | str | list[str] = "8-aug",
-        variant: str = "augcse",
+        augmentations: int | str | list[str] | None = None,
+        variant: VariantName = "augcse",
         discriminator_weight: float = 0.005,
         grl_alpha: float = -1.0,
         temperature: float = 0.05,
         head: str | None = "bn",
-        symmetric: bool = True,
+        symmetric: bool | None = None,
         discriminator_layers: int = 2,
         discriminator_dropout: float = 0.2,
         discriminator_output_tanh: bool = True,
@@ -173,13 +173,15 @@ class AugCSELoss(ContrastiveLoss):
         super().__init__(model, temperature, head, gather_across_devices)
         if variant not in VARIANTS:
             raise ValueError(f"unknown AugCSE variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+        if augmentations is None:
+            raise ValueError("AugCSE needs its augmentation set (augmentations=…, the one the view drew from)")
         self.variant_name = variant
         self.variant = VARIANTS[variant]
         self.augmentations = augmentations
-        self.num_labels = count_augmentations(augmentations) + 1
+        self.num_labels = label_space(augmentations).size
         self.discriminator_weight = float(discriminator_weight)
         self.grl_alpha = float(grl_alpha)
-        self.symmetric = symmetric
+        self.symmetric = self.variant.symmetric if symmetric is None else symmetric
         self.hard_negative_weight = float(hard_negative_weight)
         self.discriminator_options = dict(num_layers=discriminator_layers, dropout=discriminator_dropout,
                                           output_tanh=discriminator_output_tanh)
@@ -191,41 +193,39 @@ class AugCSELoss(ContrastiveLoss):
             self.discriminator = AugmentationDiscriminator(2 * dim, classes, **self.discriminator_options)
         self._metrics = {"correct": 0.0, "no_aug": 0.0, "seen": 0.0}
 
-    def default_inputs(self) -> list[str]:
-        """Embedded views, in the order :meth:`compute_loss_from_embeddings` reads them (``~`` = dropout copy)."""
-        if self.variant.positive == "dropout":
-            return ["anchor", "~anchor", "augmented"]
-        return ["anchor", "augmented"]
+    @classmethod
+    def contract_for(cls, params: Mapping[str, Any]) -> Contract:
+        variant = VARIANTS[params.get("variant", "augcse")]
+        roles = [Role("anchor"), Role("augmented")]
+        if variant.positive == "dropout":
+            roles.append(Role("positive", required=False, fallback="~anchor", from_column=False))
+        augmentations = params.get("augmentations")
+        labels = None
+        if variant.discriminator is not None:
+            labels = label_space(augmentations) if augmentations is not None else LabelSpace(0)
+        return Contract(tuple(roles), labels, default=("anchor", "augmented"))
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        dropout_copies = 1 if self.variant.positive == "dropout" else 0
-        return self.compute_loss_from_embeddings(self.embed(sentence_features, dropout_copies), labels)
+    def compute_loss(self, pooled: Mapping[str, Any], labels: Tensor | None = None,
+                     features: Mapping[str, Any] | None = None) -> dict[str, Tensor]:
+        dropout = self.variant.positive == "dropout"
+        views = [pooled["anchor"], pooled["augmented"], *([pooled["positive"]] if dropout else [])]
+        anchor, augmented, *rest = self.apply_head(views)
+        positive = rest[0] if dropout else augmented
+        g = self.gather_across_devices
+        extra = [KeyBlock(augmented, "diag", diag_offset=self.hard_negative_weight)] \
+            if self.variant.augmentation_as_negative else []
+        out = {"contrastive": contrast(anchor, positive, extra, self.temperature, self.symmetric, g)}
+        if self.discriminator is not None:
+            if labels is None:
+                raise ValueError("AugCSE's discriminator needs the augmentation labels (the `label` column)")
+            out["discriminator"] = self.discriminator_weight * self.discriminate(anchor, augmented, labels)
+        return out
 
     def targets(self, labels: Tensor) -> Tensor:
         """Discriminator targets: the augmentation type, or for ``bool`` 1 = augmented, 0 = unchanged."""
         if self.variant.discriminator == "bool":
             return (labels != self.num_labels - 1).long()
         return labels.long()
-
-    def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
-        if self.variant.positive == "dropout":
-            anchor, positive, augmented = embeddings
-        else:
-            anchor, augmented = embeddings
-            positive = augmented
-        extra = [KeyBlock(augmented, "diag", diag_offset=self.hard_negative_weight)] \
-            if self.variant.augmentation_as_negative else []
-        if self.symmetric:
-            contrastive = symmetric_info_nce(anchor, positive, self.temperature, extra)
-        else:
-            contrastive = info_nce(anchor, [KeyBlock(positive, gather=self.gather_across_devices), *extra],
-                                   self.temperature)
-        out = {"contrastive": contrastive}
-        if self.discriminator is not None:
-            if labels is None:
-                raise ValueError("AugCSE's discriminator needs the augmentation labels (the `label` column)")
-            out["discriminator"] = self.discriminator_weight * self.discriminate(anchor, augmented, labels)
-        return out
 
     def discriminate(self, anchor: Tensor, augmented: Tensor, labels: Tensor) -> Tensor:
         """L_disc on ``[z_orig; z_aug]`` behind the reversal layer; records accuracy while training."""
@@ -262,71 +262,3 @@ class AugCSELoss(ContrastiveLoss):
         return ("@inproceedings{tang2022augcse, title={AugCSE: Contrastive Sentence Embedding with Diverse "
                 "Augmentations}, author={Tang, Zilu and Kocyigit, Muhammed Yusuf and Wijaya, Derry Tanti}, "
                 "booktitle={AACL}, year={2022}}")
-
-
-# --------------------------------------------------------------------------- views
-
-def texts_of(dataset: Dataset) -> list[str]:
-    """The anchor sentences of a corpus or of an already built dataset."""
-    return list(dataset["anchor" if "anchor" in dataset.column_names else "text"])
-
-
-def as_anchor(dataset: Dataset) -> Dataset:
-    return dataset.rename_column("text", "anchor") if "text" in dataset.column_names else dataset
-
-
-def cache_root(context: ViewContext) -> Path:
-    """Where augmentation caches and retrieval indexes live: the context's cache dir, else beside the runs."""
-    if context.cache_dir is not None:
-        return Path(context.cache_dir)
-    if context.run_dir is not None:
-        return Path(context.run_dir).parent / ".cache"
-    return Path.home() / ".cache" / "augcse"
-
-
-def cached_augmentations(sentences: Sequence[str], names: Sequence[str], context: ViewContext, seed: int,
-                         params: dict[str, dict] | None = None, n_process: int = 1) -> Dataset:
-    """Run each augmentation once over the sentences through the library's content-keyed cache."""
-    from augcse.augment import build_cache
-    from augcse.augment.cache import cache_key
-
-    key = cache_key(list(sentences), list(names), params or {}, seed)
-    out = cache_root(context) / "augment" / key[:20]
-    return build_cache(list(sentences), list(names), out, seed=seed, n_process=n_process, params=params,
-                       progress=False)
-
-
-@register_view("augcse_sample")
-def augcse_sample_view(dataset: Dataset, context: ViewContext, augmentations: str | list[str] = "8-aug",
-                       column: str = "augmented", label_column: str | None = "label",
-                       drop_unchanged: bool = False, seed: int | None = None, n_process: int = 1,
-                       params: dict[str, dict] | None = None) -> Dataset:
-    """One augmentation per sentence, drawn uniformly and fixed for the run; label K−1 when it changed nothing.
-
-    ``drop_unchanged`` removes those rows (the paper's single-augmentation positive/negative studies);
-    ``label_column: null`` leaves the label out (variants without a discriminator).
-    """
-    names = augmentation_names(augmentations)
-    seed = context.seed if seed is None else seed
-    dataset = as_anchor(dataset)
-    sentences = texts_of(dataset)
-    cache = cached_augmentations(sentences, names, context, seed, params, n_process)
-    choice = np.random.default_rng(seed).integers(0, len(names), size=len(sentences))
-    texts, labels = [], []
-    columns = {name: cache[name] for name in names}
-    changed = {name: cache[f"{name}__changed"] for name in names}
-    for row, index in enumerate(choice):
-        name = names[index]
-        text = columns[name][row] or ""
-        ok = bool(changed[name][row]) and bool(text.strip())
-        texts.append(text if ok else sentences[row])
-        labels.append(int(index) if ok else len(names))
-    unchanged = sum(label == len(names) for label in labels)
-    logger.info("augcse_sample: %d/%d sentences unchanged by their drawn augmentation", unchanged, len(labels))
-    dataset = dataset.add_column(column, texts)
-    if label_column:
-        dataset = dataset.add_column(label_column, labels)
-    if drop_unchanged:
-        keep = [i for i, label in enumerate(labels) if label != len(names)]
-        dataset = dataset.select(keep)
-    return dataset

@@ -7,20 +7,14 @@ that the starting model finds close to the anchor, drawn afresh every step and s
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
-from datasets import Dataset
 from torch import Tensor
 
-from augcse.losses.augcse import as_anchor, cache_root, texts_of
-from augcse.losses.base import ContrastiveLoss
-from augcse.losses.infonce import KeyBlock, info_nce, symmetric_info_nce
-from augcse.views import ViewContext, register_view
-
-logger = logging.getLogger(__name__)
+from augcse.losses.base import Contract, ContrastiveLoss, Role
+from augcse.losses.infonce import KeyBlock, contrast
 
 _HASH_BASE = 1_000_003
 
@@ -63,10 +57,14 @@ class CARDSLoss(ContrastiveLoss):
         +--------------------------------------+--------+
         | (anchor, positive)                   | none   |
         +--------------------------------------+--------+
+        | (anchor, retrieved, …)               | none   |
+        +--------------------------------------+--------+
         | (anchor,)                            | none   |
         +--------------------------------------+--------+
 
-        Built by the ``cards`` view (the switch-case positive and the retrieved negative are drawn per step).
+        Read by name; without a ``positive`` column the positive is a second dropout pass of the anchor
+        (the paper's "+ retrieval only" row). Built by the ``cards`` view (the switch-case positive and the
+        retrieved negatives are drawn per step).
 
     Relations:
         - :class:`~augcse.losses.SimCSELoss` with hard negatives is the same softmax without the id mask.
@@ -75,14 +73,17 @@ class CARDSLoss(ContrastiveLoss):
         ::
 
             from datasets import Dataset
-            from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+            from sentence_transformers import SentenceTransformerTrainer
+            from augcse import load_model
             from augcse.losses import CARDSLoss
 
-            model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")
             train = Dataset.from_dict({"anchor": ["The cat sleeps.", "It rains."],
                                        "positive": ["the cat sleeps.", "It Rains."],
                                        "retrieved": ["A dog sleeps.", "It snows."]})
-            SentenceTransformerTrainer(model=model, train_dataset=train, loss=CARDSLoss(model)).train()
+            loss = CARDSLoss(model)
+            loss.bind(train.column_names)
+            SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
     def __init__(self, model, temperature: float = 0.05, head: str | None = "mlp", mask_own_text: bool = True,
@@ -91,39 +92,24 @@ class CARDSLoss(ContrastiveLoss):
         self.mask_own_text = mask_own_text
         self.symmetric = symmetric
 
-    def default_inputs(self) -> list[str]:
-        return ["anchor", "positive", "retrieved"]
+    @classmethod
+    def contract_for(cls, params: Mapping[str, Any]) -> Contract:
+        if params.get("symmetric") and params.get("mask_own_text", True):
+            raise ValueError("CARDS: the symmetric form has no own-text mask; set mask_own_text: false with symmetric: true")
+        return Contract((Role("anchor"), Role("positive", required=False, fallback="~anchor"),
+                         Role("retrieved", required=False, many=True)), default=("anchor", "positive", "retrieved"))
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        features = list(sentence_features)
-        embeddings = self.embed(features, dropout_copies=1 if len(features) == 1 else 0)
-        return self._loss(embeddings, features if len(features) > 1 else [features[0]] * 2)
-
-    def loss_from_pooled(self, pooled: Sequence[Tensor], labels: Tensor | None = None,
-                         features: Sequence[dict[str, Tensor]] | None = None) -> dict[str, Tensor]:
-        """The loss from pooled embeddings and their token features (used by the composite loss)."""
-        return self._loss(self.apply_head(pooled), features)
-
-    def _loss(self, embeddings: Sequence[Tensor], features: Sequence[dict[str, Tensor]] | None) -> dict[str, Tensor]:
-        query_ids = key_ids = None
-        if self.mask_own_text and features is not None and len(embeddings) > 2:
-            query_ids = text_ids(features[0])
-            key_ids = [text_ids(f) for f in features[2:]]
-        return self.compute_loss_from_embeddings(embeddings, None, query_ids, key_ids)
-
-    def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None,
-                                     query_ids: Tensor | None = None,
-                                     key_ids: Sequence[Tensor] | None = None) -> dict[str, Tensor]:
-        anchor, positive, *negatives = embeddings
+    def compute_loss(self, pooled: Mapping[str, Any], labels: Tensor | None = None,
+                     features: Mapping[str, Any] | None = None) -> dict[str, Tensor]:
+        anchor, positive, *negatives = self.apply_head([pooled["anchor"], pooled["positive"],
+                                                        *pooled.get("retrieved", [])])
+        query_ids, key_ids = None, [None] * len(negatives)
+        if self.mask_own_text and features is not None and negatives:
+            query_ids = text_ids(features["anchor"])
+            key_ids = [text_ids(f) for f in features["retrieved"]]
         g = self.gather_across_devices
-        ids = list(key_ids) if key_ids is not None else [None] * len(negatives)
-        extra = [KeyBlock(n, "all", key_ids=i, gather=g) for n, i in zip(negatives, ids)]
-        if self.symmetric:
-            if query_ids is not None:
-                raise ValueError("CARDS: symmetric=True does not support the own-text mask; set mask_own_text=false")
-            return {"contrastive": symmetric_info_nce(anchor, positive, self.temperature, extra)}
-        blocks = [KeyBlock(positive, gather=g), *extra]
-        return {"contrastive": info_nce(anchor, blocks, self.temperature, query_ids=query_ids)}
+        extra = [KeyBlock(n, "all", key_ids=i, gather=g) for n, i in zip(negatives, key_ids)]
+        return {"contrastive": contrast(anchor, positive, extra, self.temperature, self.symmetric, g, query_ids)}
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), "mask_own_text": self.mask_own_text, "symmetric": self.symmetric}
@@ -133,67 +119,3 @@ class CARDSLoss(ContrastiveLoss):
         return ("@inproceedings{wang2022cards, title={Improving Contrastive Learning of Sentence Embeddings with "
                 "Case-Augmented Positives and Retrieved Negatives}, author={Wang, Wei and Zhang, Jingqiao and "
                 "others}, booktitle={SIGIR}, year={2022}}")
-
-
-# --------------------------------------------------------------------------- views
-
-def tokenizer_ignores_case(model) -> bool:
-    """True when the model's tokenizer maps a word and its case-flipped form to the same ids."""
-    tokenizer = getattr(model, "tokenizer", None)
-    if tokenizer is None:
-        return False
-    probe = "Paris Is A City"
-    return tokenizer(probe)["input_ids"] == tokenizer(probe.swapcase())["input_ids"]
-
-
-@register_view("cards")
-def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True, p: float = 0.05,
-               variant: str = "v2", retrieve: bool = True, k: int = 64, s: int = 1, sampling: str = "R_uniform",
-               min_words: int = 3, positive_column: str = "positive", negative_column: str = "retrieved",
-               seed: int | None = None, batch_size: int = 128) -> Dataset:
-    """CARDS' columns, drawn lazily on every access (so every step sees fresh draws):
-
-    ``positive``: the switch-cased anchor (CARDS v1/v2, probability ``p``); ``retrieved`` (``retrieved_2``…
-    for ``s > 1``): neighbours sampled from the anchor's top-``k`` (see :mod:`augcse.retrieval`). Put this
-    view last: it installs a ``Dataset.set_transform``, which later ``map`` calls would not see.
-    """
-    import numpy as np
-
-    from augcse.augment import get
-    from augcse.retrieval import NegativeSampler, build_neighbours
-
-    seed = context.seed if seed is None else seed
-    dataset = as_anchor(dataset)
-    sentences = texts_of(dataset)
-    switcher = None
-    if switch_case:
-        if tokenizer_ignores_case(context.model):
-            logger.warning("CARDS switch-case: the tokenizer of this model lower-cases its input, so flipping "
-                           "the case of words changes nothing it sees; the positive is effectively the dropout "
-                           "copy. Use a cased model (e.g. roberta-base) for the paper's augmentation.")
-        switcher = get("SwitchCase", p=p, variant=variant)
-        dataset = dataset.add_column(positive_column, sentences)
-    sampler = None
-    negative_columns: list[str] = []
-    if retrieve:
-        neighbours = build_neighbours(sentences, sentences, context.model, k, cache_root(context) / "retrieval",
-                                      min_words=min_words, batch_size=batch_size)
-        sampler = NegativeSampler(neighbours, sampling, s, seed)
-        negative_columns = [negative_column] + [f"{negative_column}_{j}" for j in range(2, s + 1)]
-        for column in negative_columns:  # placeholders: the transform fills them per access
-            dataset = dataset.add_column(column, sentences)
-    draws = np.random.default_rng(seed + 1)
-
-    def transform(batch: dict[str, list]) -> dict[str, list]:
-        out = dict(batch)
-        anchors = batch["anchor"]
-        if switcher is not None and positive_column in batch:
-            out[positive_column] = [switcher.apply([a], seed=int(draws.integers(1 << 31)))[0] for a in anchors]
-        if sampler is not None and negative_column in batch:
-            drawn = [sampler(a) for a in anchors]
-            for j, column in enumerate(negative_columns):
-                out[column] = [d[j] for d in drawn]
-        return out
-
-    dataset.set_transform(transform)
-    return dataset

@@ -1,37 +1,81 @@
 """Compose objectives of different papers: registered losses as weighted terms over one embedding pass.
 
-A recipe names the terms; each reads some of the dataset's columns (``~col`` is a second dropout pass of
-``col``). Every column or dropout copy any term needs is embedded once, in one merged forward pass, and
-each term applies its own train-only head and maths to its share, so the total is exactly the weighted
-sum of the terms' own losses on those embeddings. Components are logged as ``<term>/<component>``.
+A recipe names the terms; each term reads its roles from the dataset's columns by name (a role
+``positive`` reads the column ``positive``), unless its ``inputs`` map a role onto another column or
+onto ``~col`` (a second dropout pass of ``col``). Every column or dropout copy any term needs is
+embedded once, in one merged forward pass, and each term's :meth:`compute_loss` applies its own
+train-only head and maths to its share, so the total is exactly the weighted sum of the terms' own
+losses on those embeddings. Components are logged as ``<term>/<component>``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from torch import Tensor, nn
 
-from sentence_transformers.base.losses.merged_forward import embed_columns
+from augcse.losses.base import (
+    DROPOUT_COPY, LABEL, Contract, Role, RoleError, RoleLoss, by_role, check_label_space, embed_sources,
+)
 
-DROPOUT_COPY = "~"
+TERM_KEYS = ("loss", "name", "weight", "inputs", "params")
 
 
-class CompositeLoss(nn.Module):
+def _registry() -> dict:
+    from augcse.losses import LOSSES
+
+    return LOSSES
+
+
+def _check_term(spec: Any) -> dict[str, Any]:
+    if not isinstance(spec, dict) or "loss" not in spec or set(spec) - set(TERM_KEYS):
+        raise ValueError(f"composite term {spec!r}: needs 'loss'; allowed keys: {', '.join(TERM_KEYS)}")
+    losses = _registry()
+    if spec["loss"] not in losses or spec["loss"] == "composite":
+        raise ValueError(f"composite term: unknown loss {spec['loss']!r}; choose one of "
+                         f"{', '.join(n for n in losses if n != 'composite')}")
+    if not isinstance(spec.get("inputs", {}), dict):
+        raise ValueError(f"composite term {spec['loss']!r}: 'inputs' maps roles onto columns, e.g. "
+                         "{positive: '~anchor'}")
+    return spec
+
+
+def term_sources(contract: Contract, inputs: Mapping[str, Any], columns: Sequence[str], who: str) -> dict[str, list[str]]:
+    """A term's role → sources among ``columns``: its ``inputs`` first, then the same-named columns, then fallbacks."""
+    known = {r.name for r in contract.roles}
+    for role in inputs:
+        if role not in known:
+            raise RoleError(f"{who}: 'inputs' names the role {role!r}, which this loss does not read "
+                            f"(it reads: {', '.join(sorted(known))})")
+    out: dict[str, list[str]] = {}
+    for role in contract.roles:
+        given = inputs.get(role.name)
+        if given is not None:
+            src = [given] if isinstance(given, str) else list(given)
+        else:
+            src = [c for c in columns if role.owns(c)] or ([role.fallback] if role.fallback else [])
+        for s in src:
+            if s.lstrip(DROPOUT_COPY) not in columns:
+                raise RoleError(f"{who} reads {s!r} for its role {role.name!r}, but the dataset has no column "
+                                f"{s.lstrip(DROPOUT_COPY)!r} (columns: {', '.join(columns)})")
+        if not src and role.required:
+            raise RoleError(f"{who} reads the role {role.name!r} but the dataset has no such column "
+                            f"(columns: {', '.join(columns)}); add a view that writes it or map it with 'inputs'")
+        if src:
+            out[role.name] = src
+    return out
+
+
+class CompositeLoss(RoleLoss):
     """A weighted sum of registered losses computed from one shared embedding pass.
 
     Args:
         model: SentenceTransformer to train (shared by every term).
-        columns: the dataset's text columns in order (``label`` excluded), e.g. ``[anchor, positive, negation]``.
         terms: a list of ``{loss: <registered name>, name: <log prefix, default the loss name>, weight: 1.0,
-            inputs: [columns, ``~col`` for a dropout copy], params: {…}}``; ``inputs`` defaults to the term's
-            ``default_inputs()``.
-
-    A term may define ``loss_from_pooled(pooled, labels, features)`` when it needs the embeddings before its
-    head (VaSCL perturbs them) or the token features (CARDS' own-text mask); otherwise its head is applied
-    over the concatenation of its inputs and ``compute_loss_from_embeddings`` is called, as in its own
-    ``forward``. All terms receive the same ``labels``.
+            inputs: {role: column or ``~column``}, params: {…}}``; a role without an entry in ``inputs`` reads
+            the column of its own name, else its fallback (a dropout copy of the anchor where the loss says so).
+        columns: the dataset's text columns, for use without :meth:`bind` (a recipe binds the built dataset).
 
     References:
         - METHODS.md §5 (roles, one contrastive formulation, the trainer contract).
@@ -40,7 +84,7 @@ class CompositeLoss(nn.Module):
         +-------------------------------------------+----------------------------+
         | Texts                                     | Labels                     |
         +===========================================+============================+
-        | the columns named in ``columns``           | passed to every term       |
+        | every column some term reads, by name     | to the terms that read it  |
         +-------------------------------------------+----------------------------+
 
     Relations:
@@ -49,87 +93,112 @@ class CompositeLoss(nn.Module):
     Example:
         ::
 
+            from augcse import load_model
             from augcse.losses import CompositeLoss
-            loss = CompositeLoss(model, columns=["anchor", "positive", "negation", "retrieved"], terms=[
-                {"loss": "sda", "inputs": ["anchor", "positive", "negation"]},
-                {"loss": "cards", "inputs": ["anchor", "positive", "retrieved"], "weight": 0.5},
+
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+            loss = CompositeLoss(model, terms=[
+                {"loss": "sda"},                                            # anchor, positive, negation
+                {"loss": "cards", "inputs": {"positive": "~anchor"}, "weight": 0.5},  # anchor, retrieved
             ])
+            loss.bind(["anchor", "positive", "negation", "retrieved"])
     """
 
-    def __init__(self, model, columns: Sequence[str], terms: Sequence[dict[str, Any]]) -> None:
-        super().__init__()
-        from augcse.losses import LOSSES
-
+    def __init__(self, model, terms: list[dict], columns: list[str] | None = None) -> None:
+        super().__init__(model)
         if not terms:
             raise ValueError("a composite loss needs at least one term")
-        self.model = model
-        self.columns = list(columns)
         self.terms = nn.ModuleDict()
         self.specs: list[dict[str, Any]] = []
         for spec in terms:
-            unknown = set(spec) - {"loss", "name", "weight", "inputs", "params"}
-            if unknown or "loss" not in spec:
-                raise ValueError(f"composite term {spec!r}: needs 'loss'; allowed keys: loss, name, weight, inputs, params")
-            if spec["loss"] not in LOSSES or spec["loss"] == "composite":
-                raise ValueError(f"composite term: unknown loss {spec['loss']!r}; choose one of {', '.join(LOSSES)}")
+            _check_term(spec)
             name = spec.get("name", spec["loss"])
             if name in self.terms:
                 raise ValueError(f"composite term name {name!r} is used twice; give each a distinct 'name'")
-            term = LOSSES[spec["loss"]](model, **spec.get("params", {}))
+            term = _registry()[spec["loss"]](model, **spec.get("params", {}))
             term._modules.pop("model", None)  # share the model without registering (and saving) it per term
             term.__dict__["model"] = model
-            inputs = list(spec.get("inputs") or self._default_inputs(term, name))
-            for source in inputs:
-                if source.lstrip(DROPOUT_COPY) not in self.columns:
-                    raise ValueError(f"composite term {name!r} reads {source!r}, which is not among columns {self.columns}")
             self.terms[name] = term
             self.specs.append({"name": name, "loss": spec["loss"], "weight": float(spec.get("weight", 1.0)),
-                               "inputs": inputs, "params": dict(spec.get("params", {}))})
-        self.sources = list(dict.fromkeys(s for spec in self.specs for s in spec["inputs"]))
+                               "inputs": dict(spec.get("inputs", {})), "params": dict(spec.get("params", {}))})
+        self.initial_columns = list(columns) if columns is not None else None
+        self.contract = self.contract_for({"terms": terms, "columns": columns})
+        if columns is not None:  # text columns; the label column goes with them when a term reads it
+            self.bind([*columns, *([LABEL] if self.contract.labels is not None else [])])
 
-    @staticmethod
-    def _default_inputs(term: nn.Module, name: str) -> list[str]:
-        default = getattr(term, "default_inputs", None)
-        if default is None:
-            raise ValueError(f"composite term {name!r}: give its 'inputs' (e.g. [anchor, ~anchor])")
-        return default()
+    @classmethod
+    def contract_for(cls, params: Mapping[str, Any]) -> Contract:
+        """One role per column some term reads (required when a term cannot do without it); the label space
+        of the terms that read labels (they must agree)."""
+        losses = _registry()
+        roles: dict[str, Role] = {}
+        labels = None
+        for spec in params.get("terms") or []:
+            _check_term(spec)
+            factory = losses[spec["loss"]]
+            from augcse.signatures import check_params
+
+            term_params = check_params(factory, spec.get("params", {}), f"loss.params.terms[{spec['loss']}].params",
+                                       skip=("model",))
+            contract = factory.contract_for(term_params)
+            inputs = spec.get("inputs", {})
+            for role in contract.roles:
+                given = inputs.get(role.name)
+                sources = [given] if isinstance(given, str) else list(given or [])
+                for source in sources or [role.name]:
+                    column = source.lstrip(DROPOUT_COPY)
+                    need = role.required or bool(given)
+                    many = role.many and not given
+                    previous = roles.get(column)
+                    roles[column] = Role(column, need or bool(previous and previous.required),
+                                         many or bool(previous and previous.many))
+            if contract.labels is not None:
+                if labels is not None:
+                    check_label_space(labels, contract.labels, f"composite term {spec['loss']!r}")
+                labels = contract.labels
+        return Contract(tuple(roles.values()), labels, tuple(r for r in roles if roles[r].required))
+
+    def bind(self, columns: Sequence[str]) -> None:
+        super().bind(columns)
+        for spec in self.specs:
+            self._sources(spec)  # refuse a term that cannot read its roles, now rather than at the first batch
+
+    def _sources(self, spec: dict[str, Any]) -> dict[str, list[str]]:
+        term = self.terms[spec["name"]]
+        return term_sources(term.contract, spec["inputs"], self.columns(), f"composite term {spec['name']!r}")
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
         features = list(sentence_features)
-        if len(features) != len(self.columns):
-            raise ValueError(f"the composite loss expects the columns {self.columns} but the batch has "
-                             f"{len(features)} text columns; set loss.params.columns to the dataset's columns")
-        by_column = dict(zip(self.columns, features))
-        source_features = [by_column[s.lstrip(DROPOUT_COPY)] for s in self.sources]
-        pooled = dict(zip(self.sources, embed_columns(self.model, source_features, separate_first=False)))
-        return self.compute_loss_from_pooled(pooled, labels, by_column)
+        layout = self.columns()
+        if len(features) != len(layout):
+            raise RoleError(f"the composite loss reads the columns {layout} but the batch has {len(features)} "
+                            "text columns; call loss.bind(dataset.column_names) with the training dataset")
+        by_column = dict(zip(layout, features))
+        sources = {spec["name"]: self._sources(spec) for spec in self.specs}
+        pooled = embed_sources(self.model, by_column, [s for src in sources.values() for v in src.values() for s in v])
+        return self.compute_loss(pooled, labels, {s: by_column[s.lstrip(DROPOUT_COPY)] for s in pooled})
 
-    def compute_loss_from_pooled(self, pooled: dict[str, Tensor], labels: Tensor | None = None,
-                                 features: dict[str, dict[str, Tensor]] | None = None) -> dict[str, Tensor]:
-        """Every term on its inputs' pooled embeddings; returns weighted components named ``term/component``."""
+    def compute_loss(self, pooled: Mapping[str, Any], labels: Tensor | None = None,
+                     features: Mapping[str, Any] | None = None) -> dict[str, Tensor]:
+        """Every term on its roles' pooled embeddings (``pooled`` by source); weighted components ``term/component``."""
         out: dict[str, Tensor] = {}
         for spec in self.specs:
             term = self.terms[spec["name"]]
-            inputs = [pooled[s] for s in spec["inputs"]]
-            term_features = [features[s.lstrip(DROPOUT_COPY)] for s in spec["inputs"]] if features else None
-            if hasattr(term, "loss_from_pooled"):
-                parts = term.loss_from_pooled(inputs, labels, term_features)
-            else:
-                parts = term.compute_loss_from_embeddings(term.apply_head(inputs), labels)
-            if isinstance(parts, Tensor):
-                parts = {"loss": parts}
+            sources = self._sources(spec)
+            roles = term.contract.roles
+            term_labels = labels if term.contract.labels is not None else None
+            parts = term.compute_loss(by_role(sources, roles, pooled), term_labels,
+                                      by_role(sources, roles, features) if features else None)
             for key, value in parts.items():
                 out[f"{spec['name']}/{key}"] = spec["weight"] * value
         return out
 
     def pop_metrics(self) -> dict[str, float]:
-        metrics = {}
-        for name, term in self.terms.items():
-            pop = getattr(term, "pop_metrics", None)
-            if pop is not None:
-                metrics.update({f"{name}/{k}": v for k, v in pop().items()})
-        return metrics
+        return {f"{name}/{k}": v for name, term in self.terms.items() for k, v in term.pop_metrics().items()}
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"columns": self.columns,
+        return {"columns": self.initial_columns,
                 "terms": [{**spec, "config": self.terms[spec["name"]].get_config_dict()} for spec in self.specs]}
+
+
+__all__ = ["CompositeLoss", "term_sources", "LABEL"]

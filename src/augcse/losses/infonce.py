@@ -124,12 +124,25 @@ def info_nce(
 
 
 def symmetric_info_nce(
-    anchors: Tensor, positives: Tensor, temperature: float = 0.05, extra: Sequence[KeyBlock] = ()
+    anchors: Tensor, positives: Tensor, temperature: float = 0.05, extra: Sequence[KeyBlock] = (), gather: bool = True
 ) -> Tensor:
     """(anchor→positive + positive→anchor) / 2, the CLIP-style loss AugCSE's code uses.
 
-    Extra negative blocks join only the anchor→positive direction.
+    Extra negative blocks join only the anchor→positive direction. ``gather`` applies to both
+    directions' in-batch keys (the extra blocks carry their own setting).
     """
-    forward = info_nce(anchors, [KeyBlock(positives), *extra], temperature)
-    backward = info_nce(positives, [KeyBlock(anchors)], temperature)
+    forward = info_nce(anchors, [KeyBlock(positives, gather=gather), *extra], temperature)
+    backward = info_nce(positives, [KeyBlock(anchors, gather=gather)], temperature)
     return (forward + backward) / 2
+
+
+def contrast(
+    anchors: Tensor, positives: Tensor, extra: Sequence[KeyBlock] = (), temperature: float = 0.05,
+    symmetric: bool = False, gather: bool = True, query_ids: Tensor | None = None,
+) -> Tensor:
+    """The anchor→positive InfoNCE with extra negative blocks, or its symmetric form; what every paper's loss calls."""
+    if symmetric:
+        if query_ids is not None:
+            raise ValueError("the symmetric form has no own-text mask; turn one of them off")
+        return symmetric_info_nce(anchors, positives, temperature, extra, gather)
+    return info_nce(anchors, [KeyBlock(positives, gather=gather), *extra], temperature, query_ids=query_ids)

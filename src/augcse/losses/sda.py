@@ -8,22 +8,13 @@ that pushes it away less than an ordinary negative (paper Eq. 4).
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
-import numpy as np
-from datasets import Dataset
 from torch import Tensor
 
-from augcse.losses.augcse import as_anchor, cached_augmentations, texts_of
-from augcse.losses.base import ContrastiveLoss
-from augcse.losses.infonce import KeyBlock, info_nce, symmetric_info_nce
-from augcse.views import ViewContext, register_view
-
-logger = logging.getLogger(__name__)
-
-NEG_BLOCKS = ("diag", "all")
+from augcse.losses.base import Contract, ContrastiveLoss, Role
+from augcse.losses.infonce import KeyBlock, contrast
 
 
 class SDALoss(ContrastiveLoss):
@@ -65,21 +56,27 @@ class SDALoss(ContrastiveLoss):
         ::
 
             from datasets import Dataset
-            from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+            from sentence_transformers import SentenceTransformerTrainer
+            from augcse import load_model
             from augcse.losses import SDALoss
+            from augcse.views import ViewContext, build_views
 
-            model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
-            train = Dataset.from_dict({"anchor": ["The cat sleeps .", "It rains ."],
-                                       "positive": ["The cat , sleeps .", "It rains !"],
-                                       "negation": ["The cat does not sleep .", "It does not rain ."]})
-            SentenceTransformerTrainer(model=model, train_dataset=train, loss=SDALoss(model)).train()
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+            corpus = Dataset.from_dict({"text": ["The cat sleeps on the mat .", "It rains in Paris ."]})
+            # the sda view writes the positive (PI/MV/DN rewrite) and the negation columns from the text
+            train = build_views(corpus, [{"name": "sda", "positive": "ensemble", "negation": True}],
+                                ViewContext(model=model, cache_dir="/tmp/augcse-cache"))
+            loss = SDALoss(model, margin=0.5)
+            loss.bind(train.column_names)
+            SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
-    def __init__(self, model, margin: float = 0.5, neg_block: str = "diag", temperature: float = 0.05,
-                 head: str | None = "bn", symmetric: bool = False, gather_across_devices: bool = True) -> None:
+    def __init__(self, model, margin: float = 0.5, neg_block: Literal["diag", "all"] = "diag",
+                 temperature: float = 0.05, head: str | None = "bn", symmetric: bool = False,
+                 gather_across_devices: bool = True) -> None:
         super().__init__(model, temperature, head, gather_across_devices)
-        if neg_block not in NEG_BLOCKS:
-            raise ValueError(f"unknown neg_block {neg_block!r}; choose one of {', '.join(NEG_BLOCKS)}")
+        if neg_block not in ("diag", "all"):
+            raise ValueError(f"unknown neg_block {neg_block!r}; choose diag or all")
         self.margin = float(margin)
         self.neg_block = neg_block
         self.symmetric = symmetric
@@ -89,20 +86,18 @@ class SDALoss(ContrastiveLoss):
         """The logit offset −δ/τ on the row's own negation."""
         return -self.margin / self.temperature
 
-    def default_inputs(self) -> list[str]:
-        return ["anchor", "positive", "negation"]
+    @classmethod
+    def contract_for(cls, params: Mapping[str, Any]) -> Contract:
+        return Contract((Role("anchor"), Role("positive", required=False, fallback="~anchor"),
+                         Role("negation", required=False, many=True)), default=("anchor", "positive", "negation"))
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        return self.compute_loss_from_embeddings(self.embed(sentence_features), labels)
-
-    def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
-        anchor, positive, *negations = embeddings
-        extra = [KeyBlock(n, self.neg_block, diag_offset=self.negation_offset, gather=self.gather_across_devices)
-                 for n in negations]
-        if self.symmetric:
-            return {"contrastive": symmetric_info_nce(anchor, positive, self.temperature, extra)}
-        blocks = [KeyBlock(positive, gather=self.gather_across_devices), *extra]
-        return {"contrastive": info_nce(anchor, blocks, self.temperature)}
+    def compute_loss(self, pooled: Mapping[str, Any], labels: Tensor | None = None,
+                     features: Mapping[str, Any] | None = None) -> dict[str, Tensor]:
+        anchor, positive, *negations = self.apply_head([pooled["anchor"], pooled["positive"],
+                                                        *pooled.get("negation", [])])
+        g = self.gather_across_devices
+        extra = [KeyBlock(n, self.neg_block, diag_offset=self.negation_offset, gather=g) for n in negations]
+        return {"contrastive": contrast(anchor, positive, extra, self.temperature, self.symmetric, g)}
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), "margin": self.margin, "neg_block": self.neg_block,
@@ -112,56 +107,3 @@ class SDALoss(ContrastiveLoss):
     def citation(self) -> str:
         return ("@article{zhu2023sda, title={SDA: Simple Discrete Augmentation for Contrastive Sentence "
                 "Representation Learning}, author={Zhu, Dongsheng and others}, note={arXiv preprint}}")
-
-
-# --------------------------------------------------------------------------- views
-
-POSITIVES: dict[str, tuple[str, ...]] = {
-    "PI": ("PunctuationInsertion",),
-    "MV": ("ModalVerbs",),
-    "DN": ("DoubleNegation",),
-    "PunctuationInsertion": ("PunctuationInsertion",),
-    "ModalVerbs": ("ModalVerbs",),
-    "DoubleNegation": ("DoubleNegation",),
-    "ensemble": ("PunctuationInsertion", "ModalVerbs", "DoubleNegation"),
-}
-
-
-@register_view("sda")
-def sda_view(dataset: Dataset, context: ViewContext, positive: str | None = "ensemble", negation: bool = True,
-             proportion: float = 1.0, seed: int | None = None, positive_column: str = "positive",
-             negation_column: str = "negation", n_process: int = 1) -> Dataset:
-    """SDA's columns: a PI/MV/DN (or per-sentence ensemble) positive and the negation.
-
-    A sentence the rule cannot change, or one outside the augmented ``proportion`` (paper Fig. 5a), is its
-    own positive. ``positive: null`` leaves the positive out (e.g. to add only negations to another method).
-    """
-    if positive is not None and positive not in POSITIVES:
-        raise ValueError(f"unknown SDA positive {positive!r}; choose one of {', '.join(POSITIVES)} or null")
-    if not 0.0 <= proportion <= 1.0:
-        raise ValueError(f"proportion must be in [0, 1], got {proportion}")
-    seed = context.seed if seed is None else seed
-    dataset = as_anchor(dataset)
-    sentences = texts_of(dataset)
-    rules = POSITIVES[positive] if positive else ()
-    names = [*rules, *(["Negation"] if negation else [])]
-    cache = cached_augmentations(sentences, names, context, seed, n_process=n_process)
-    rng = np.random.default_rng(seed)
-    if rules:
-        choice = rng.integers(0, len(rules), size=len(sentences))
-        augmented = rng.random(len(sentences)) < proportion
-        columns = {r: (cache[r], cache[f"{r}__changed"]) for r in rules}
-        positives = []
-        for row, (index, use) in enumerate(zip(choice, augmented)):
-            texts, changed = columns[rules[index]]
-            positives.append(texts[row] if use and changed[row] and texts[row].strip() else sentences[row])
-        paired = sum(p != s for p, s in zip(positives, sentences))
-        logger.info("sda: %d/%d sentences get a rewritten positive (%s)", paired, len(sentences), positive)
-        dataset = dataset.add_column(positive_column, positives)
-    if negation:
-        negations = list(cache["Negation"])
-        same = sum(not c for c in cache["Negation__changed"])
-        if same:
-            logger.warning("sda: %d sentences have a negation equal to themselves", same)
-        dataset = dataset.add_column(negation_column, negations)
-    return dataset

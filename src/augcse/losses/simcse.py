@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor
 
-from augcse.losses.base import ContrastiveLoss
-from augcse.losses.infonce import KeyBlock, info_nce, symmetric_info_nce
+from augcse.losses.base import Contract, ContrastiveLoss, Role
+from augcse.losses.infonce import KeyBlock, contrast
 
 
 class SimCSELoss(ContrastiveLoss):
     """Unsupervised SimCSE, with the supervised form's hard negatives as an option.
 
-    With one input column the positive is a second forward pass of the same sentence (a different
-    dropout mask); with two or more, column 2 is the positive and the rest are hard negatives that
-    every row sees (a ``B × B(1+n)`` logit matrix), the row's own one weighted by α::
+    Without a ``positive`` column the positive is a second forward pass of the anchor (a different
+    dropout mask); ``negative`` columns (``negative``, ``negative_2``…) are hard negatives that every
+    row sees (a ``B × B(1+n)`` logit matrix), the row's own one weighted by α::
 
         ℓ_i = −log  e^{s(h_i,h_i⁺)/τ} / Σ_j ( e^{s(h_i,h_j⁺)/τ} + α^{1[i=j]} e^{s(h_i,h_j⁻)/τ} )
 
@@ -40,8 +40,11 @@ class SimCSELoss(ContrastiveLoss):
         +-------------------------------------+--------+
         | (anchor, positive)                  | none   |
         +-------------------------------------+--------+
-        | (anchor, positive, negative_1, …)   | none   |
+        | (anchor, positive, negative, …)     | none   |
         +-------------------------------------+--------+
+
+        Columns are read by name (``loss.bind(dataset.column_names)``; recipes do it for you). An NLI
+        triplet file maps onto these roles with the ``columns`` view.
 
     Relations:
         - ``MultipleNegativesRankingLoss`` of sentence-transformers is the same softmax for text pairs; this
@@ -52,13 +55,17 @@ class SimCSELoss(ContrastiveLoss):
         ::
 
             from datasets import Dataset
-            from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+            from sentence_transformers import SentenceTransformerTrainer
+            from augcse import load_model
             from augcse.losses import SimCSELoss
 
-            model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
-            train = Dataset.from_dict({"anchor": ["A man is playing a guitar.", "The cat sleeps."]})
-            trainer = SentenceTransformerTrainer(model=model, train_dataset=train, loss=SimCSELoss(model))
-            trainer.train()
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+            train = Dataset.from_dict({"anchor": ["A man is playing a guitar.", "The cat sleeps."],
+                                       "positive": ["Someone plays a guitar.", "A cat is asleep."],
+                                       "negative": ["Nobody is playing.", "The cat runs."]})
+            loss = SimCSELoss(model)
+            loss.bind(train.column_names)  # anchor, positive, negative read by name
+            SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
     def __init__(
@@ -74,20 +81,18 @@ class SimCSELoss(ContrastiveLoss):
         self.symmetric = symmetric
         self.hard_negative_weight = float(hard_negative_weight)
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        features = list(sentence_features)
-        embeddings = self.embed(features, dropout_copies=1 if len(features) == 1 else 0)
-        return self.compute_loss_from_embeddings(embeddings, labels)
+    @classmethod
+    def contract_for(cls, params: Mapping[str, Any]) -> Contract:
+        return Contract((Role("anchor"), Role("positive", required=False, fallback="~anchor"),
+                         Role("negative", required=False, many=True)))
 
-    def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
-        anchor, positive, *negatives = embeddings
-        extra = [KeyBlock(n, "all", diag_offset=self.hard_negative_weight, gather=self.gather_across_devices)
-                 for n in negatives]
-        if self.symmetric:
-            loss = symmetric_info_nce(anchor, positive, self.temperature, extra)
-        else:
-            loss = info_nce(anchor, [KeyBlock(positive, gather=self.gather_across_devices), *extra], self.temperature)
-        return {"contrastive": loss}
+    def compute_loss(self, pooled: Mapping[str, Any], labels: Tensor | None = None,
+                     features: Mapping[str, Any] | None = None) -> dict[str, Tensor]:
+        negatives = pooled.get("negative", [])
+        anchor, positive, *negatives = self.apply_head([pooled["anchor"], pooled["positive"], *negatives])
+        g = self.gather_across_devices
+        extra = [KeyBlock(n, "all", diag_offset=self.hard_negative_weight, gather=g) for n in negatives]
+        return {"contrastive": contrast(anchor, positive, extra, self.temperature, self.symmetric, g)}
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), "symmetric": self.symmetric,

@@ -8,7 +8,7 @@ sentence while pushing the neighbours (clean and virtual) away.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-from augcse.losses.base import ContrastiveLoss
+from augcse.losses.base import Contract, ContrastiveLoss, Role
 from augcse.losses.infonce import KeyBlock, info_nce
 
 
@@ -49,6 +49,10 @@ class VaSCLLoss(ContrastiveLoss):
         xi: probe magnitude ξ of the random start; ``None`` uses Δ, as the code does.
         detach: ``True`` (code default) computes the neighbourhood loss on detached embeddings, so it trains
             only the head; ``False`` trains the encoder end to end, as the paper's Eq. 6 reads.
+        clean_gradient: ``False`` (the authors' code) embeds the clean side ``h(e_i)`` of the neighbourhood
+            loss under ``no_grad``, so only the virtual side ``h(e_i + δ_i)`` trains the head (and, without
+            ``detach``, the encoder); ``True`` lets the gradient through ``h(e_i)`` too, which is how Eq. 5–6
+            read when ``z_i`` is taken as a trainable function (the loss value is the same either way).
         temperature: τ (0.05, code default).
         head: train-only head; ``vascl`` is Linear(d,d) → ReLU → Linear(d,128), no biases. Give it its own
             learning rate with ``training.learning_rate_mapping: {"head\\\\.": 5.0e-4}``.
@@ -72,17 +76,19 @@ class VaSCLLoss(ContrastiveLoss):
         ::
 
             from datasets import Dataset
-            from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+            from sentence_transformers import SentenceTransformerTrainer
+            from augcse import load_model
             from augcse.losses import VaSCLLoss
 
-            model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")
             train = Dataset.from_dict({"anchor": ["The cat sleeps.", "It rains.", "Dogs bark.", "A man runs."]})
             loss = VaSCLLoss(model, topk=2, eps=1.0)
             SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
     def __init__(self, model, topk: int = 16, eps: float = 15.0, xi: float | None = None, detach: bool = True,
-                 temperature: float = 0.05, head: str | None = "vascl", gather_across_devices: bool = True) -> None:
+                 clean_gradient: bool = False, temperature: float = 0.05, head: str | None = "vascl",
+                 gather_across_devices: bool = True) -> None:
         super().__init__(model, temperature, head, gather_across_devices)
         if eps <= 0:
             raise ValueError(f"eps (Δ) must be > 0, got {eps}")
@@ -90,28 +96,25 @@ class VaSCLLoss(ContrastiveLoss):
         self.eps = float(eps)
         self.xi = None if xi is None else float(xi)
         self.detach = detach
+        self.clean_gradient = clean_gradient
 
-    def default_inputs(self) -> list[str]:
-        return ["anchor", "~anchor"]
+    @classmethod
+    def contract_for(cls, params: Mapping[str, Any]) -> Contract:
+        return Contract((Role("anchor"), Role("positive", required=False, fallback="~anchor", from_column=False)))
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        features = list(sentence_features)
-        return self.loss_from_pooled(self.pool(features[:1], dropout_copies=1), labels)
-
-    def loss_from_pooled(self, pooled: Sequence[Tensor], labels: Tensor | None = None, features=None) -> dict[str, Tensor]:
-        """The loss from the encoder's pooled embeddings ``[e, e']`` (the head and the perturbation run here)."""
-        e1, e2 = pooled
+    def compute_loss(self, pooled: Mapping[str, Any], labels: Tensor | None = None,
+                     features: Mapping[str, Any] | None = None) -> dict[str, Tensor]:
+        """From the encoder's pooled embeddings ``e, e'`` (the head and the perturbation run here)."""
+        e1, e2 = pooled["anchor"], pooled["positive"]
         z1, z2 = self.apply_head([e1, e2])
         instance = self.instance_loss(z1, z2)
         neighbours = nearest_neighbours(e1, self.topk)
         base = e1.detach() if self.detach else e1
         delta = self.virtual_perturbation(base, neighbours)
-        clean, virtual = self.apply_head([base, base + delta])
+        virtual = self.head(base + delta)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.clean_gradient):
+            clean = self.head(base)
         return {"instance": instance, "neighbourhood": self.neighbourhood_loss(clean, virtual, neighbours)}
-
-    def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> dict[str, Tensor]:
-        """Same as :meth:`loss_from_pooled`: VaSCL perturbs *before* the head, so it takes pooled embeddings."""
-        return self.loss_from_pooled(embeddings, labels)
 
     def instance_loss(self, z1: Tensor, z2: Tensor) -> Tensor:
         """NT-Xent (paper Eq. 1) averaged over the 2B rows: partner view positive, all other views negative."""
@@ -145,7 +148,8 @@ class VaSCLLoss(ContrastiveLoss):
         return (to_virtual + to_clean) / 2
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {**super().get_config_dict(), "topk": self.topk, "eps": self.eps, "xi": self.xi, "detach": self.detach}
+        return {**super().get_config_dict(), "topk": self.topk, "eps": self.eps, "xi": self.xi, "detach": self.detach,
+                "clean_gradient": self.clean_gradient}
 
     @property
     def citation(self) -> str:

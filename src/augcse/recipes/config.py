@@ -182,19 +182,17 @@ def _validate_report_to(report_to: str | list[str] | None) -> None:
 
 
 def _validate_names(recipe: Recipe) -> None:
-    from augcse.losses import LOSSES
+    from augcse.losses import validate_loss
     from augcse.modules import POOLERS
-    from augcse.views import VIEWS
+    from augcse.views import produced_columns
 
     if recipe.model.pooler is not None and recipe.model.pooler not in POOLERS:
         raise RecipeError(f"recipe key 'model.pooler': unknown pooler {recipe.model.pooler!r}; "
                           f"choose one of {', '.join(POOLERS)} or null")
-    if recipe.loss.name not in LOSSES:
-        raise RecipeError(f"recipe key 'loss.name': unknown loss {recipe.loss.name!r}; choose one of {', '.join(LOSSES)}")
-    for index, view in enumerate(recipe.data.views):
-        if not isinstance(view, dict) or view.get("name") not in VIEWS:
-            name = view.get("name") if isinstance(view, dict) else view
-            raise RecipeError(f"recipe key 'data.views[{index}]': unknown view {name!r}; choose one of {', '.join(VIEWS)}")
+    try:  # views and loss parameters by their signatures, the loss's roles against the views' columns
+        recipe.loss.params = validate_loss(recipe.loss.name, recipe.loss.params, produced_columns(recipe.data.views))
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
     if not RUN_NAME.fullmatch(recipe.name) or ".." in recipe.name:
         raise RecipeError(f"recipe key 'name' must be a folder name (letters, digits, '.', '_', '-', '+'; no '/' "
                           f"or '..'), got {recipe.name!r}")
@@ -224,15 +222,34 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None
 
 
+def _step(node: Any, part: str, text: str) -> tuple[Any, str | int]:
+    """Resolve ``name`` or ``name[i]`` under ``node``; returns the container and the final key/index."""
+    name, _, index = part.partition("[")
+    if not index:
+        return node, name
+    if not index.endswith("]") or not index[:-1].isdigit():
+        raise RecipeError(f"override {text!r}: {part!r} must look like name[0]")
+    items = node.get(name) if isinstance(node, dict) else None
+    if not isinstance(items, list) or int(index[:-1]) >= len(items):
+        raise RecipeError(f"override {text!r}: {name!r} has no item {index[:-1]}")
+    return items, int(index[:-1])
+
+
 def apply_overrides(values: dict, overrides: list[str]) -> dict:
+    """Dotted keys, with list items by index: ``training.learning_rate=1e-5``, ``data.views[0].proportion=0.5``."""
     for text in overrides:
         path, value = parse_override(text)
         node = values
         for part in path[:-1]:
-            node = node.setdefault(part, {})
+            container, key = _step(node, part, text)
+            if isinstance(key, str):
+                node = container.setdefault(key, {})
+            else:
+                node = container[key]
             if not isinstance(node, dict):
                 raise RecipeError(f"override {text!r}: {part!r} is not a section")
-        node[path[-1]] = value
+        container, key = _step(node, path[-1], text)
+        container[key] = value
     return values
 
 
