@@ -50,11 +50,14 @@ def test_intent_task_on_label_encoder(data_dir: Path) -> None:
     label_of = dict(zip(data["texts"], data["labels"]))
     label_of.update(zip(data["test_texts"], data["test_labels"]))
     rng = np.random.default_rng(0)
+    means = rng.normal(size=(7, 384))
 
-    def encode(texts):  # a noisy oracle: nearly linearly separable by class
-        return np.eye(7)[[label_of[t] for t in texts]] + rng.normal(scale=0.2, size=(len(texts), 7))
+    def encode(texts):  # a noisy oracle, unit norm like a sentence encoder's: nearly separable by class
+        x = means[[label_of[t] for t in texts]] + rng.normal(scale=0.5, size=(len(texts), 384))
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
 
     result = task.evaluate(encode, data, fast=True)
-    assert set(result) == {"5shot", "5shot_std", "10shot", "10shot_std", "20shot", "20shot_std"}
+    shots = ("5shot", "10shot", "20shot")
+    assert set(result) == {f"{k}{suffix}" for k in shots for suffix in ("", "_std", "_devacc")}
     assert result["10shot"] > 95
     assert len(set(task.sentences(data))) < 4000  # only sampled pool rows + test are encoded

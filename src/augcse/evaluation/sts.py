@@ -132,7 +132,10 @@ def score_pairs(encode: Encoder, pairs: Pairs) -> dict[str, float]:
 
 
 class STSTask(Task):
-    """An STS task: a list of subsets scored together (main metric: ``all``)."""
+    """An STS task: a list of subsets scored together (main metric: ``all``).
+
+    Only a dev split (suite ``"dev"``) may select models: its ``selection_metric`` is ``all``.
+    """
 
     main_metric = "all"
 
@@ -141,6 +144,7 @@ class STSTask(Task):
         self.subset_files = subsets
         self.suites = suites
         self.in_all = in_all
+        self.selection_metric = "all" if "dev" in suites else None
 
     def load(self, data_dir: Path | None) -> Pairs:
         return Pairs({s.name: read_subset(s, data_dir) for s in self.subset_files})

@@ -71,11 +71,26 @@ def with_suite_averages(scores: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def selection_metrics(names: Sequence[str]) -> dict[str, str]:
+    """``{task: selection metric}``; ValueError naming every task that has no score free of test data."""
+    load_builtin_tasks()
+    missing = [n for n in names if TASKS[n].selection_metric is None]
+    if missing:
+        raise ValueError(
+            f"model selection needs a dev or held-out score, and {', '.join(missing)} only score(s) a test "
+            f"split; use a dev task (e.g. STSBenchmark-dev) or the transfer/intent tasks"
+        )
+    return {n: str(TASKS[n].selection_metric) for n in names}
+
+
 class SuiteEvaluator(BaseEvaluator):
     """A sentence-transformers evaluator over registered tasks (e.g. ``"STSBenchmark-dev"`` during training).
 
-    It logs every task's main score, suite averages and ``score`` (the mean of the tasks' main
-    scores), which is the primary metric used for model selection (``eval_<name>_score``).
+    Model selection must never see a test split, so only each task's ``selection_metric`` is read
+    (STS-B dev's Spearman, transfer ``devacc``, intent validation accuracy) and tasks without one are
+    refused when the evaluator is built. It logs each of them (``task``, or ``task/metric`` when it is
+    not the task's main metric, e.g. ``MR/devacc``) and ``score``
+    (their mean), the primary metric used for model selection (``eval_<name>_score``).
 
     Args:
         tasks: task or suite names.
@@ -95,6 +110,7 @@ class SuiteEvaluator(BaseEvaluator):
     ) -> None:
         super().__init__()
         self.task_names = resolve_tasks(tasks)
+        self.selection = selection_metrics(self.task_names)
         self.data_dir = data_dir
         self.fast = fast
         self.batch_size = batch_size
@@ -107,8 +123,11 @@ class SuiteEvaluator(BaseEvaluator):
         cache = EmbeddingCache(model, batch_size=self.batch_size)
         cache.prefetch([s for n in self.task_names for s in TASKS[n].sentences(self._data[n])])
         results = {n: TASKS[n].evaluate(cache, self._data[n], fast=self.fast) for n in self.task_names}
-        metrics = main_scores(results)
-        metrics["score"] = sum(metrics[n] for n in self.task_names) / len(self.task_names)
+        metrics = {
+            n if key == TASKS[n].main_metric else f"{n}/{key}": float(results[n][key])
+            for n, key in self.selection.items()
+        }
+        metrics["score"] = sum(metrics.values()) / len(metrics)
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics

@@ -25,11 +25,15 @@ class Task(ABC):
         name: registry name (``"STS12"``, ``"MR"``…).
         suites: suites the task belongs to (``"sts"``, ``"transfer"``…); every task is also in ``"all"``.
         main_metric: key of :meth:`evaluate`'s result that is the task's headline score.
+        selection_metric: key of the score computed without any test split (a dev set, training
+            folds, a held-out validation sample), the only one model selection may read; None when
+            the task has no such score (model selection then refuses it).
     """
 
     name: str = ""
     suites: tuple[str, ...] = ()
     main_metric: str = "score"
+    selection_metric: str | None = None
     in_all: bool = True  # False for model-selection splits (dev sets), which suite "all" leaves out
 
     @abstractmethod

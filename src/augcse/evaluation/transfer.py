@@ -22,24 +22,32 @@ The SentEval protocol is kept so that numbers compare with the papers' tables:
   SentEval's ``splitlines()`` does (3775 CR and 10606 MPQA samples). TREC keeps the coarse label
   (``DESC:manner`` -> ``DESC``) and drops the fine one, and removes the backquotes and apostrophes
   SentEval's download script strips from the cogcomp files; MRPC drops its header line (with a BOM).
-- Sample order before the folds are drawn is SentEval's (sorted by token count, then label), and the
-  folds are ``StratifiedKFold(shuffle=True, random_state=1111 + seed)``, so ``seed=0`` reproduces
+- Sample order before the folds are drawn is SentEval's (sorted by token count, then label; SST2's
+  three splits too, MRPC by the two token counts then label), and the folds are
+  ``StratifiedKFold(shuffle=True, random_state=1111 + seed)``, so ``seed=0`` reproduces
   SentEval's folds exactly.
-- Classifier: scikit-learn ``LogisticRegression`` (L2, lbfgs). SentEval's scikit-learn grids are
-  kept: C in 2^-2..2^3 for the nested CV and the dev-set split, 2^-1..2^5 for the train-set CV.
-  The regularisation is always chosen on training folds or the dev set, never on the test data.
+- Classifier (:data:`CLASSIFIERS`): ``"senteval"`` (default, the papers' protocol) is SentEval's
+  PyTorch logistic regression with its L2 grid, optimiser and early stopping, every model of a task
+  trained at once (:mod:`augcse.evaluation.senteval`). ``"sklearn"`` (tasks ``MR-sklearn``…, suite
+  ``transfer-sklearn``) is scikit-learn's L-BFGS ``LogisticRegression`` with SentEval's scikit-learn
+  C grids (2^-2..2^3 nested / dev split, 2^-1..2^5 train-set CV): a deterministic convex fit, faster on
+  a CPU, but *not* the classifier behind the papers' figures (up to ~2 points apart on single tasks).
+  Either way the regularisation is chosen on training folds or the dev set, never on the test data.
 - MRPC pair features are SentEval's ``[|u - v|, u * v]`` (its ``mrpc.py``); u and v themselves are
   *not* included there (SentEval includes them only for SNLI-style tasks). Other layouts are
   registered in :data:`PAIR_FEATURES` (``"full"`` = ``[u, v, |u - v|, u * v]``).
 
-Metrics (×100): ``acc`` (test accuracy, the main metric), ``devacc`` (selection accuracy) and, for
-MRPC, ``f1``. Fast mode (during training): 5 folds instead of 10 and a 3-value grid.
+Metrics (×100): ``acc`` (test accuracy, the main metric), ``devacc`` (selection accuracy: the
+score model selection reads) and, for MRPC, ``f1``. Fast mode (during training): SentEval's fast
+mode (RMSprop, batch 128, tenacity 3, epoch size 2, 5 folds); for ``sklearn``, 5 folds and a
+3-value grid.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+from abc import ABC, abstractmethod
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,13 +58,13 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
-from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
 from augcse.assets import resolve_data
+from augcse.evaluation import senteval
 from augcse.evaluation.tasks import Encoder, Task, register_task
 
-SENTEVAL_SEED = 1111
+SENTEVAL_SEED = senteval.SENTEVAL_SEED
 GRID_NESTED = tuple(2.0**t for t in range(-2, 4))  # SentEval InnerKFold / SplitClassifier (sklearn)
 GRID_KFOLD = tuple(2.0**t for t in range(-1, 6))  # SentEval KFoldClassifier (sklearn)
 GRID_FAST = (0.5, 2.0, 8.0)
@@ -107,8 +115,7 @@ def _fit(clf: LogisticRegression, X: np.ndarray, y: np.ndarray) -> LogisticRegre
 
 def folds(y: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """SentEval's stratified, shuffled folds (``random_state = 1111 + seed``)."""
-    splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=SENTEVAL_SEED + seed)
-    return list(splitter.split(np.zeros(len(y)), y))
+    return senteval.folds(y, k, SENTEVAL_SEED + seed)
 
 
 def select_c(
@@ -196,6 +203,85 @@ def pair_features(u: np.ndarray, v: np.ndarray, layout: str = "senteval") -> np.
     return PAIR_FEATURES[layout](np.asarray(u), np.asarray(v))
 
 
+# --------------------------------------------------------------------------- classifiers
+
+Split = tuple[np.ndarray, np.ndarray]
+
+
+class TransferClassifier(ABC):
+    """SentEval's three validation schemes for one classifier; scores are ×100 ``acc`` and ``devacc``."""
+
+    @abstractmethod
+    def nested(self, X: np.ndarray, y: np.ndarray, fast: bool, seed: int) -> dict[str, float]:
+        """MR/CR/SUBJ/MPQA: outer k-fold test accuracy, regularisation by inner k-fold CV."""
+
+    @abstractmethod
+    def kfold(self, train: Split, test: Split, fast: bool, seed: int) -> tuple[dict[str, float], np.ndarray]:
+        """TREC/MRPC: regularisation by k-fold CV on train, one test evaluation; also the test predictions."""
+
+    @abstractmethod
+    def split(self, train: Split, dev: Split, test: Split, fast: bool, seed: int) -> dict[str, float]:
+        """SST2: regularisation on the dev set."""
+
+
+class SentEvalClassifier(TransferClassifier):
+    """SentEval's PyTorch logistic regression, batched (:mod:`augcse.evaluation.senteval`)."""
+
+    def nested(self, X, y, fast, seed):
+        out = senteval.inner_kfold(X, y, senteval.senteval_config(fast, seed))
+        return {"acc": out.acc, "devacc": out.devacc}
+
+    def kfold(self, train, test, fast, seed):
+        out = senteval.kfold(train, test, senteval.senteval_config(fast, seed))
+        return {"acc": out.acc, "devacc": out.devacc}, out.pred[0]
+
+    def split(self, train, dev, test, fast, seed):
+        out = senteval.split_classifier(train, dev, test, senteval.senteval_config(fast, seed))
+        return {"acc": out.acc, "devacc": out.devacc}
+
+
+class SklearnClassifier(TransferClassifier):
+    """scikit-learn's L-BFGS logistic regression with SentEval's scikit-learn C grids (not the papers')."""
+
+    def nested(self, X, y, fast, seed):
+        return nested_cv_accuracy(X, y, protocol(fast), seed)
+
+    def kfold(self, train, test, fast, seed):
+        proto = protocol(fast)
+        clf, dev = fit_selected(train[0], train[1], proto.kfold_grid, proto.folds, seed, proto.max_iter)
+        pred = clf.predict(test[0])
+        return {"acc": 100 * float(np.mean(pred == test[1])), "devacc": dev}, pred
+
+    def split(self, train, dev, test, fast, seed):
+        proto = protocol(fast)
+        return split_accuracy(train, dev, test, proto.nested_grid, seed, proto.max_iter)
+
+
+CLASSIFIERS: dict[str, TransferClassifier] = {"senteval": SentEvalClassifier(), "sklearn": SklearnClassifier()}
+DEFAULT_CLASSIFIER = "senteval"
+
+
+def variant_name(base: str, classifier: str) -> str:
+    """Registry name of a transfer task under ``classifier`` (``MR``, ``MR-sklearn``)."""
+    return base if classifier == DEFAULT_CLASSIFIER else f"{base}-{classifier}"
+
+
+class TransferTask(Task):
+    """A SentEval transfer task evaluated with one of :data:`CLASSIFIERS`."""
+
+    main_metric = "acc"
+    selection_metric = "devacc"
+
+    def __init__(self, base: str, classifier: str) -> None:
+        if classifier not in CLASSIFIERS:
+            raise ValueError(f"unknown transfer classifier {classifier!r}; known: {', '.join(CLASSIFIERS)}")
+        self.classifier = CLASSIFIERS[classifier]
+        self.name = variant_name(base, classifier)
+        default = classifier == DEFAULT_CLASSIFIER
+        self.suites = ("transfer",) if default else (f"transfer-{classifier}",)
+        self.in_all = default
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -222,14 +308,12 @@ def _ntok(sentence: str) -> int:
 # --------------------------------------------------------------------------- tasks
 
 
-class BinaryTask(Task):
+class BinaryTask(TransferTask):
     """MR, CR, SUBJ, MPQA: two files (label 1, label 0), nested 10-fold cross-validation."""
 
-    suites = ("transfer",)
-    main_metric = "acc"
-
-    def __init__(self, name: str, positive: str, negative: str) -> None:
-        self.name, self.positive, self.negative = name, positive, negative
+    def __init__(self, name: str, positive: str, negative: str, classifier: str = DEFAULT_CLASSIFIER) -> None:
+        super().__init__(name, classifier)
+        self.positive, self.negative = positive, negative
 
     def load(self, data_dir: Path | None) -> dict[str, Any]:
         pos = _read_lines(self.positive, data_dir, "latin-1")
@@ -241,44 +325,44 @@ class BinaryTask(Task):
         return data["X"]
 
     def evaluate(self, encode: Encoder, data: dict[str, Any], fast: bool = False, seed: int = 0) -> dict[str, float]:
-        return nested_cv_accuracy(encode(data["X"]), data["y"], protocol(fast), seed)
+        return self.classifier.nested(encode(data["X"]), data["y"], fast, seed)
 
 
-class SST2Task(Task):
+class SST2Task(TransferTask):
     """SST2: phrase-level train (67,349 lines), sentence dev and test; ``sentence \\t label`` per line."""
 
-    name = "SST2"
-    suites = ("transfer",)
-    main_metric = "acc"
     root = "transfer/SST/binary"
+
+    def __init__(self, classifier: str = DEFAULT_CLASSIFIER) -> None:
+        super().__init__("SST2", classifier)
 
     def load(self, data_dir: Path | None) -> dict[str, Any]:
         out = {}
         for split in ("train", "dev", "test"):
             lines = resolve_data(f"{self.root}/sentiment-{split}", data_dir).read_text(encoding="utf-8").splitlines()
             rows = [line.strip().split("\t") for line in lines]
-            out[split] = ([_tokens(r[0]) for r in rows], np.array([int(r[1]) for r in rows]))
+            out[split] = _senteval_order([_tokens(r[0]) for r in rows], [int(r[1]) for r in rows],
+                                         lambda s: (_ntok(s),))
         return out
 
     def sentences(self, data: dict[str, Any]) -> list[str]:
         return [s for split in ("train", "dev", "test") for s in data[split][0]]
 
     def evaluate(self, encode: Encoder, data: dict[str, Any], fast: bool = False, seed: int = 0) -> dict[str, float]:
-        proto = protocol(fast)
         parts = {split: (encode(X), y) for split, (X, y) in data.items()}
-        return split_accuracy(parts["train"], parts["dev"], parts["test"], proto.nested_grid, seed, proto.max_iter)
+        return self.classifier.split(parts["train"], parts["dev"], parts["test"], fast, seed)
 
 
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 
 
-class TRECTask(Task):
-    """TREC coarse question type (6 classes): C by k-fold CV on train, one test evaluation."""
+class TRECTask(TransferTask):
+    """TREC coarse question type (6 classes): regularisation by k-fold CV on train, one test evaluation."""
 
-    name = "TREC"
-    suites = ("transfer",)
-    main_metric = "acc"
     root = "transfer/TREC"
+
+    def __init__(self, classifier: str = DEFAULT_CLASSIFIER) -> None:
+        super().__init__("TREC", classifier)
 
     def _read(self, relpath: str, data_dir: Path | None) -> tuple[list[str], np.ndarray]:
         samples, labels = [], []
@@ -302,21 +386,17 @@ class TRECTask(Task):
         return data["train"][0] + data["test"][0]
 
     def evaluate(self, encode: Encoder, data: dict[str, Any], fast: bool = False, seed: int = 0) -> dict[str, float]:
-        proto = protocol(fast)
         (Xtr, ytr), (Xte, yte) = data["train"], data["test"]
-        clf, dev = fit_selected(encode(Xtr), ytr, proto.kfold_grid, proto.folds, seed, proto.max_iter)
-        return {"acc": 100 * clf.score(encode(Xte), yte), "devacc": dev}
+        return self.classifier.kfold((encode(Xtr), ytr), (encode(Xte), yte), fast, seed)[0]
 
 
-class MRPCTask(Task):
-    """MRPC paraphrase detection on pair features (:func:`pair_features`), C by CV on train."""
+class MRPCTask(TransferTask):
+    """MRPC paraphrase detection on pair features (:func:`pair_features`), regularisation by CV on train."""
 
-    name = "MRPC"
-    suites = ("transfer",)
-    main_metric = "acc"
     root = "transfer/MRPC"
 
-    def __init__(self, layout: str = "senteval") -> None:
+    def __init__(self, layout: str = "senteval", classifier: str = DEFAULT_CLASSIFIER) -> None:
+        super().__init__("MRPC", classifier)
         self.layout = layout
 
     def _read(self, relpath: str, data_dir: Path | None) -> dict[str, Any]:
@@ -336,25 +416,20 @@ class MRPCTask(Task):
         return pair_features(encode(part["A"]), encode(part["B"]), self.layout)
 
     def evaluate(self, encode: Encoder, data: dict[str, Any], fast: bool = False, seed: int = 0) -> dict[str, float]:
-        proto = protocol(fast)
         train, test = data["train"], data["test"]
-        clf, dev = fit_selected(self.features(encode, train), train["y"], proto.kfold_grid, proto.folds, seed,
-                                proto.max_iter)
-        pred = clf.predict(self.features(encode, test))
-        return {
-            "acc": 100 * float(np.mean(pred == test["y"])),
-            "f1": 100 * float(f1_score(test["y"], pred)),
-            "devacc": dev,
-        }
+        scores, pred = self.classifier.kfold((self.features(encode, train), train["y"]),
+                                             (self.features(encode, test), test["y"]), fast, seed)
+        return {**scores, "f1": 100 * float(f1_score(test["y"], pred))}
 
 
-for _task in (
-    BinaryTask("MR", "transfer/MR/rt-polarity.pos", "transfer/MR/rt-polarity.neg"),
-    BinaryTask("CR", "transfer/CR/custrev.pos", "transfer/CR/custrev.neg"),
-    BinaryTask("SUBJ", "transfer/SUBJ/subj.objective", "transfer/SUBJ/subj.subjective"),  # SentEval: objective = 1
-    BinaryTask("MPQA", "transfer/MPQA/mpqa.pos", "transfer/MPQA/mpqa.neg"),
-    SST2Task(),
-    TRECTask(),
-    MRPCTask(),
-):
-    register_task(_task)
+for _classifier in CLASSIFIERS:
+    for _task in (
+        BinaryTask("MR", "transfer/MR/rt-polarity.pos", "transfer/MR/rt-polarity.neg", _classifier),
+        BinaryTask("CR", "transfer/CR/custrev.pos", "transfer/CR/custrev.neg", _classifier),
+        BinaryTask("SUBJ", "transfer/SUBJ/subj.objective", "transfer/SUBJ/subj.subjective", _classifier),  # objective = 1
+        BinaryTask("MPQA", "transfer/MPQA/mpqa.pos", "transfer/MPQA/mpqa.neg", _classifier),
+        SST2Task(_classifier),
+        TRECTask(_classifier),
+        MRPCTask(classifier=_classifier),
+    ):
+        register_task(_task)
