@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "augcse.augment.cli",
     "augcse.report.cli",
     "augcse.assets_cli",
+    "augcse.reproduce",
+    "augcse.download",
 )
 
 
