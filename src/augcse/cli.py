@@ -35,6 +35,8 @@ COMMANDS: dict[str, Command] = {
     "report": Command("augcse.report.cli", "write report.md and report.html telling one training run"),
     "compare": Command("augcse.report.cli", "compare runs: per-task mean ± sd over seeds, plots, significance"),
     "assets": Command("augcse.assets_cli", "list every model, pipeline and data file and where it resolves from"),
+    "reproduce": Command("augcse.reproduce", "reproduce a paper's table: runs × seeds, evaluation, ours beside published"),
+    "download": Command("augcse.download", "download evaluation data and wiki1m from their official sources"),
 }
 
 

@@ -1,0 +1,338 @@
+"""``augcse download``: the evaluation data and wiki1m from their official sources, into the data directory.
+
+Sources are data (``data/downloads.yaml``): official URLs, the files each yields in the data-directory
+layout and how they are converted (e.g. ``label<TAB>text`` to ``text,label`` CSV). Downloads resume with
+HTTP ``Range`` requests; a source is unpacked and converted into a temporary folder, every file with a
+recorded checksum (``data/checksums.sha256``, sha256 of the file as it lands in the data directory) is
+verified, and only then are the files moved into place, so the data directory never holds a half-unpacked
+source. A checksum failure discards the download and fetches it again, up to ``--retries`` times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import http.client
+import io
+import json
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import yaml
+
+MIRROR_ENV = "AUGCSE_DOWNLOAD_MIRROR"
+CHUNK = 1 << 16
+
+
+class Group(str, Enum):
+    STS = "sts"
+    TRANSFER = "transfer"
+    CLUSTERING = "clustering"
+    INTENT = "intent"
+    CORPUS = "corpus"
+
+
+class DownloadError(RuntimeError):
+    """A download or its verification failed; the message says which file and what to do."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """A file (or, when ``target`` ends with "/", a folder) of the data directory and what it is made from."""
+
+    target: str
+    inputs: tuple[str, ...]  # "key" or "key:path inside the archive" ("…/" for a folder)
+    convert: str = "copy"
+    option: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    group: Group
+    licence: str
+    downloads: dict[str, str]
+    members: tuple[Member, ...]
+
+
+@cache
+def sources() -> tuple[Source, ...]:
+    data = yaml.safe_load(resources.files("augcse").joinpath("data/downloads.yaml").read_text(encoding="utf-8"))
+    out = []
+    for spec in data["sources"]:
+        members = tuple(Member(m["target"], tuple(m["inputs"]), m.get("convert", "copy"), m.get("option"))
+                        for m in spec["members"])
+        for member in members:
+            if member.convert not in CONVERTERS:
+                raise ValueError(f"downloads.yaml {spec['name']}: unknown convert {member.convert!r}")
+        out.append(Source(spec["name"], Group(spec["group"]), spec["licence"], dict(spec["downloads"]), members))
+    return tuple(out)
+
+
+@cache
+def checksums() -> dict[str, str]:
+    """Recorded sha256 by data-directory path (files as they land there, see the module docstring)."""
+    text = resources.files("augcse").joinpath("data/checksums.sha256").read_text(encoding="utf-8")
+    return {path: digest for digest, path in (line.split(None, 1) for line in text.splitlines() if line.strip())}
+
+
+# --------------------------------------------------------------------------- converters
+
+def _lines(data: bytes) -> list[str]:
+    lines = data.decode("utf-8").split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def _csv(rows: list[tuple[str, str]]) -> bytes:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(("text", "label"))
+    writer.writerows(rows)
+    return buffer.getvalue().encode("utf-8")
+
+
+def _label_tab_text(inputs: list[bytes], option: str | None) -> bytes:
+    """Short-text clustering files: ``label<TAB>text`` (CR and one trailing format TAB stripped)."""
+    rows = []
+    for line in _lines(inputs[0]):
+        label, _, text = line.rstrip("\r").partition("\t")
+        rows.append((text[:-1] if text.endswith("\t") else text, label))
+    return _csv(rows)
+
+
+def _seq_label(inputs: list[bytes], option: str | None) -> bytes:
+    """The ``seq.in`` + ``label`` pair of the few-shot intent repositories."""
+    texts, labels = _lines(inputs[0]), _lines(inputs[1])
+    if len(texts) != len(labels):
+        raise DownloadError(f"seq.in has {len(texts)} lines but label has {len(labels)}")
+    return _csv(list(zip(texts, labels)))
+
+
+def _json_split(inputs: list[bytes], option: str | None) -> bytes:
+    """One split (``option``) of CLINC150's ``data_full.json``: a list of ``[text, intent]``."""
+    return _csv([(text, label) for text, label in json.loads(inputs[0])[option]])
+
+
+def _category_to_label(inputs: list[bytes], option: str | None) -> bytes:
+    """BANKING77's ``text,category`` CSV with the label column renamed."""
+    rows = list(csv.reader(io.StringIO(inputs[0].decode("utf-8"), newline="")))
+    if rows[0] != ["text", "category"]:
+        raise DownloadError(f"expected the header text,category, got {rows[0]}")
+    return _csv([(text, label) for text, label in rows[1:]])
+
+
+def _copy(inputs: list[bytes], option: str | None) -> bytes:
+    return inputs[0]
+
+
+CONVERTERS: dict[str, Callable[[list[bytes], str | None], bytes]] = {
+    "copy": _copy,
+    "label_tab_text": _label_tab_text,
+    "seq_label": _seq_label,
+    "json_split": _json_split,
+    "category_to_label": _category_to_label,
+}
+
+
+# --------------------------------------------------------------------------- fetching
+
+def mirrored(url: str, mirror: str | None) -> str:
+    """``url`` under ``mirror`` (``MIRROR/host/path``), or unchanged without one."""
+    if not mirror:
+        return url
+    parts = urlsplit(url)
+    return f"{mirror.rstrip('/')}/{parts.netloc}{parts.path}"
+
+
+def fetch(url: str, dest: Path, log: Callable[[str], None] = print) -> Path:
+    """Download ``url`` to ``dest``, continuing a partial ``dest.part`` with an HTTP Range request.
+
+    A connection that ends before the announced length raises :class:`DownloadError` and keeps the part,
+    so the next call continues from where it stopped.
+    """
+    if dest.is_file():
+        return dest
+    part = dest.with_name(dest.name + ".part")
+    have = part.stat().st_size if part.is_file() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - official http(s) URLs
+            resumed = bool(have) and response.status == 206
+            if resumed:
+                log(f"  resuming {url} at byte {have}")
+            length = response.headers.get("Content-Length")
+            expected = (have if resumed else 0) + int(length) if length is not None else None
+            with open(part, "ab" if resumed else "wb") as out:
+                try:
+                    shutil.copyfileobj(response, out, CHUNK)
+                except http.client.IncompleteRead as exc:
+                    out.write(exc.partial)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and have:  # the part is already complete
+            part.replace(dest)
+            return dest
+        raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise DownloadError(f"{url}: {exc}") from None
+    got = part.stat().st_size
+    if expected is not None and got < expected:
+        raise DownloadError(f"{url}: connection ended at {got} of {expected} bytes")
+    part.replace(dest)
+    return dest
+
+
+def _read_input(spec: str, files: dict[str, Path]) -> dict[str, bytes]:
+    """``{relative name: bytes}`` for an input: a whole file, one archive member, or an archive folder."""
+    key, _, inner = spec.partition(":")
+    path = files[key]
+    if not inner:
+        return {"": path.read_bytes()}
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            names = {n: n for n in archive.namelist() if not n.endswith("/")}
+            chosen = _select(names, inner, spec)
+            return {rel: archive.read(name) for rel, name in chosen.items()}
+    with tarfile.open(path) as archive:
+        names = {m.name: m for m in archive.getmembers() if m.isfile()}
+        chosen = _select(names, inner, spec)
+        return {rel: archive.extractfile(member).read() for rel, member in chosen.items()}
+
+
+def _select(names: dict, inner: str, spec: str) -> dict:
+    if inner.endswith("/"):
+        chosen = {n[len(inner):]: v for n, v in names.items() if n.startswith(inner) and ".." not in n}
+    else:
+        chosen = {"": names[inner]} if inner in names else {}
+    if not chosen:
+        raise DownloadError(f"{spec}: not in the downloaded archive")
+    return chosen
+
+
+def _stage(source: Source, files: dict[str, Path], staging: Path) -> list[str]:
+    """Write every member of ``source`` under ``staging``; returns the data-directory paths written."""
+    written = []
+    for member in source.members:
+        if member.target.endswith("/"):
+            for rel, data in _read_input(member.inputs[0], files).items():
+                written.append(_write(staging, member.target + rel, data))
+        else:
+            inputs = [_read_input(spec, files)[""] for spec in member.inputs]
+            written.append(_write(staging, member.target, CONVERTERS[member.convert](inputs, member.option)))
+    return written
+
+
+def _write(staging: Path, relpath: str, data: bytes) -> str:
+    out = staging / relpath
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data)
+    return relpath
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _verify(staging: Path, written: list[str]) -> tuple[list[str], int]:
+    """Paths whose sha256 differs from the recorded one, and how many had no recorded checksum."""
+    recorded = checksums()
+    bad = [p for p in written if p in recorded and _sha256(staging / p) != recorded[p]]
+    return bad, sum(p not in recorded for p in written)
+
+
+def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None = None, retries: int = 2,
+            log: Callable[[str], None] = print) -> list[str]:
+    """Fetch, convert, verify and move one source into ``data_dir``; returns the paths it installed."""
+    log(f"{source.name} ({source.group.value}); licence: {source.licence}")
+    for attempt in range(retries + 1):
+        files = {}
+        try:
+            for key, url in source.downloads.items():
+                real = mirrored(url, mirror)
+                name = hashlib.sha1(url.encode()).hexdigest()[:16] + "-" + Path(urlsplit(url).path).name
+                log(f"  fetching {real}")
+                files[key] = fetch(real, cache_dir / name, log)
+        except DownloadError as exc:
+            if attempt == retries:
+                raise DownloadError(f"{source.name}: {exc} ({retries + 1} attempts); nothing was installed") from None
+            log(f"  {exc}; trying again ({attempt + 1}/{retries})")
+            continue
+        with tempfile.TemporaryDirectory(prefix=f".augcse-{source.name}-", dir=data_dir) as tmp:
+            staging = Path(tmp)
+            try:
+                written = _stage(source, files, staging)
+                bad, unverified = _verify(staging, written)
+            except (zipfile.BadZipFile, tarfile.TarError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                written, bad, unverified = [], [f"(unreadable download: {exc})"], 0
+            if not bad:
+                for relpath in written:
+                    final = data_dir / relpath
+                    final.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(staging / relpath, final)
+                log(f"  installed {len(written)} files ({len(written) - unverified} checked against recorded "
+                    f"sha256, {unverified} without a recorded checksum)")
+                return written
+        for path in files.values():  # discard what failed, and fetch it again
+            path.unlink(missing_ok=True)
+        log(f"  checksum mismatch in {', '.join(bad[:3])}" + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else "")
+            + (f"; downloading again ({attempt + 1}/{retries})" if attempt < retries else ""))
+    raise DownloadError(f"{source.name}: files still differ from the recorded sha256 after {retries + 1} downloads "
+                        f"({', '.join(bad[:3])}); the source may have changed: nothing was installed")
+
+
+def select_sources(names: list[str]) -> list[Source]:
+    wanted = {g.value for g in Group} if "all" in names else set(names)
+    return [s for s in sources() if s.group.value in wanted]
+
+
+# --------------------------------------------------------------------------- CLI
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    choices = [g.value for g in Group] + ["all"]
+    parser = subparsers.add_parser(
+        "download", help="download evaluation data and wiki1m from their official sources into the data directory",
+        description="Download from the official sources, verify recorded sha256, unpack into the data directory.")
+    parser.add_argument("what", nargs="*", default=["all"], choices=choices, metavar="WHAT",
+                        help=f"any of {', '.join(choices)} (default: all)")
+    parser.add_argument("--data-dir", help="the data directory to fill (default: $AUGCSE_DATA)")
+    parser.add_argument("--cache-dir", help="where downloads are kept while in progress (default: <data dir>/.downloads)")
+    parser.add_argument("--mirror", default=os.environ.get(MIRROR_ENV),
+                        help=f"fetch MIRROR/host/path instead of each official URL (default: ${MIRROR_ENV})")
+    parser.add_argument("--retries", type=int, default=2, help="downloads again after a checksum failure (default: 2)")
+    parser.set_defaults(func=_download_cli)
+
+
+def _download_cli(args: argparse.Namespace) -> int:
+    target = args.data_dir or os.environ.get("AUGCSE_DATA")
+    if not target:
+        raise ValueError("name the data directory to fill: --data-dir DIR or $AUGCSE_DATA")
+    if args.retries < 0:
+        raise ValueError("--retries must be 0 or more")
+    data_dir = Path(target)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir = Path(args.cache_dir) if args.cache_dir else data_dir / ".downloads"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        for source in select_sources(args.what):
+            install(source, data_dir, cache_dir, args.mirror, args.retries)
+    except DownloadError as exc:
+        print(f"augcse download: error: {exc}", file=sys.stderr)
+        return 1
+    return 0

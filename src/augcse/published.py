@@ -1,0 +1,62 @@
+"""The papers' published scores as data (``data/published.csv``), the figures a reproduction is held to.
+
+One row per model and method as the papers print them (METHODS.md §6): the seven STS tasks and their
+average, SentEval transfer where the paper gives it, and how the figure was reported: a single run, the
+maximum over seeds, or a mean (with its standard deviation in ``*_sd``).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+from importlib import resources
+
+STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+SCORE_COLUMNS = (*STS_TASKS, "sts_avg", *TRANSFER_TASKS, "transfer_avg")
+
+
+class Reported(str, Enum):
+    """How a paper turned its runs into the printed figure."""
+
+    SINGLE = "single"  # one run (or unstated)
+    MAX = "max"  # the best of several seeds
+    MEAN = "mean"  # the mean over seeds or runs
+
+
+@dataclass(frozen=True)
+class Published:
+    id: str
+    paper: str
+    table: str
+    backbone: str
+    method: str
+    reported: Reported
+    scores: dict[str, float] = field(default_factory=dict)  # task or average -> figure (×100)
+    sd: dict[str, float] = field(default_factory=dict)  # average -> standard deviation, where printed
+    source: str = ""
+    note: str = ""
+
+
+def _parse(row: dict[str, str]) -> Published:
+    scores = {key: float(row[key]) for key in SCORE_COLUMNS if row[key]}
+    sd = {key: float(row[f"{key}_sd"]) for key in ("sts_avg", "transfer_avg") if row[f"{key}_sd"]}
+    return Published(row["id"], row["paper"], row["table"], row["backbone"], row["method"], Reported(row["reported"]),
+                     scores, sd, row["source"], row["note"])
+
+
+@cache
+def published_table() -> dict[str, Published]:
+    """Every published row, by id (``paper/model-variant``)."""
+    with resources.files("augcse").joinpath("data/published.csv").open(encoding="utf-8") as handle:
+        rows = [_parse(row) for row in csv.DictReader(handle)]
+    return {row.id: row for row in rows}
+
+
+def published(row_id: str) -> Published:
+    table = published_table()
+    if row_id not in table:
+        raise KeyError(f"no published row {row_id!r}; known: {', '.join(table)}")
+    return table[row_id]

@@ -1,0 +1,190 @@
+"""``augcse download`` against a local HTTP server on 127.0.0.1 serving the official layouts, rebuilt here
+from the data directory: every source, a checksum failure (retried, then a clear error), a resumed download."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import tarfile
+import threading
+import zipfile
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from augcse.cli import main
+from augcse.download import checksums, sources
+
+
+def _rows(path: Path) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"), newline="")))[1:]
+
+
+def _official_inputs(member, data_dir: Path, json_parts: dict) -> dict[str, bytes]:
+    """What the official source holds for ``member``: ``{input spec (+ relative path): bytes}``."""
+    target = data_dir / member.target
+    if member.target.endswith("/"):
+        return {member.inputs[0] + str(p.relative_to(target)): p.read_bytes() for p in target.rglob("*") if p.is_file()}
+    if member.convert == "copy":
+        return {member.inputs[0]: target.read_bytes()}
+    rows = _rows(target)
+    if member.convert == "label_tab_text":  # the clustering files, CRLF and a trailing format TAB
+        return {member.inputs[0]: "".join(f"{label}\t{text}\t\r\n" if "\t" not in text else f"{label}\t{text}\r\n"
+                                          for text, label in rows).encode()}
+    if member.convert == "seq_label":
+        return {member.inputs[0]: "".join(f"{t}\n" for t, _ in rows).encode(),
+                member.inputs[1]: "".join(f"{label}\n" for _, label in rows).encode()}
+    if member.convert == "json_split":
+        json_parts[member.option] = [[t, label] for t, label in rows]
+        return {}
+    if member.convert == "category_to_label":
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows([["text", "category"], *rows])
+        return {member.inputs[0]: buffer.getvalue().encode()}
+    raise AssertionError(member.convert)
+
+
+def _archive(url: str, entries: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    if url.endswith(".zip"):
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for name, data in entries.items():
+                archive.writestr(name, data)
+    else:
+        with tarfile.open(fileobj=buffer, mode="w:gz" if url.endswith(".gz") else "w") as archive:
+            for name, data in entries.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def mirror_files(data_dir: Path) -> dict[str, bytes]:
+    """``{host/path: bytes}`` for every official URL, made from the data directory in the official layouts."""
+    entries: dict[str, dict[str, bytes]] = defaultdict(dict)  # url -> {path inside ("" = the file): bytes}
+    for source in sources():
+        json_parts: dict[str, list] = {}
+        for member in source.members:
+            if member.target == "corpus/wiki1m_for_simcse.txt":  # not in the data directory: its first lines
+                entries[source.downloads["wiki"]][""] = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_bytes()
+                continue
+            for spec, data in _official_inputs(member, data_dir, json_parts).items():
+                key, _, inner = spec.partition(":")
+                entries[source.downloads[key]][inner] = data
+        if json_parts:
+            entries[source.downloads["full"]][""] = json.dumps(json_parts).encode()
+    return {urlsplit(url).netloc + urlsplit(url).path: parts[""] if list(parts) == [""] else _archive(url, parts)
+            for url, parts in entries.items()}
+
+
+class Server:
+    """A loopback HTTP server with Range support, a request log and scripted faults per path."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.files = files
+        self.faults: dict[str, list[str]] = defaultdict(list)
+        self.log: list[tuple[str, str | None]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                path = self.path.lstrip("/")
+                outer.log.append((path, self.headers.get("Range")))
+                if path not in outer.files:
+                    self.send_error(404)
+                    return
+                body = outer.files[path]
+                fault = outer.faults[path].pop(0) if outer.faults[path] else None
+                if fault == "corrupt":  # one character changed, still valid text
+                    middle = len(body) // 2
+                    body = body[:middle] + (b"#" if body[middle:middle + 1] != b"#" else b"%") + body[middle + 1:]
+                start = int(self.headers["Range"][6:].split("-")[0]) if self.headers.get("Range") else 0
+                self.send_response(206 if start else 200)
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                self.send_header("Content-Length", str(len(body) - start))
+                self.end_headers()
+                self.wfile.write(body[start:(start + len(body)) // 2] if fault == "truncate" else body[start:])
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture()
+def server(mirror_files):
+    srv = Server(mirror_files)
+    yield srv
+    srv.close()
+
+
+def _download(server: Server, target: Path, *what: str) -> int:
+    return main(["download", *what, "--data-dir", str(target), "--mirror", server.url])
+
+
+def test_every_source_lands_in_the_data_directory_layout_verified(server, data_dir, tmp_path, capsys):
+    target = tmp_path / "data"
+    assert _download(server, target, "all") == 0
+    out = capsys.readouterr().out
+    recorded = checksums()
+    installed = {str(p.relative_to(target)) for p in target.rglob("*") if p.is_file() and ".downloads" not in p.parts}
+    produced_and_recorded = installed & set(recorded)
+    assert len(produced_and_recorded) >= 150  # sts/original, SentEval STS12-16, transfer, clustering, intent
+    for relpath in produced_and_recorded:
+        assert (target / relpath).read_bytes() == (data_dir / relpath).read_bytes(), relpath
+    for source in sources():
+        assert source.licence in out
+    assert (target / "corpus/wiki1m_for_simcse.txt").is_file()
+    assert "without a recorded checksum" in out
+    assert not [p for p in target.iterdir() if p.name.startswith(".augcse-")]  # no staging folder left behind
+    assert all(r is None for _, r in server.log)  # nothing was resumed: every file came whole
+
+
+def test_a_corrupted_download_is_detected_and_fetched_again(server, tmp_path, capsys):
+    path = next(p for p in server.files if p.endswith("/data/agnewsdataraw-8000"))
+    server.faults[path] = ["corrupt"]
+    assert _download(server, tmp_path / "data", "clustering") == 0
+    out = capsys.readouterr().out
+    assert "checksum mismatch in clustering/agnews.csv; downloading again (1/2)" in out
+    assert [p for p, _ in server.log].count(path) == 2
+    assert (tmp_path / "data/clustering/agnews.csv").is_file()
+
+
+def test_a_download_that_stays_wrong_is_a_clear_error_and_installs_nothing(server, tmp_path, capsys):
+    path = next(p for p in server.files if p.endswith("/data/agnewsdataraw-8000"))
+    server.faults[path] = ["corrupt"] * 3
+    assert _download(server, tmp_path / "data", "clustering") == 1
+    err = capsys.readouterr().err
+    assert "short-text-clustering: files still differ from the recorded sha256 after 3 downloads" in err
+    assert "clustering/agnews.csv" in err and "nothing was installed" in err
+    assert not (tmp_path / "data" / "clustering").exists()
+
+
+def test_a_truncated_download_resumes_with_a_range_request(server, data_dir, tmp_path, capsys):
+    path = next(p for p in server.files if p.endswith("senteval.tar"))
+    server.faults[path] = ["truncate"]
+    assert _download(server, tmp_path / "data", "transfer") == 0
+    out = capsys.readouterr().out
+    assert "connection ended at" in out and "resuming" in out
+    ranges = [r for p, r in server.log if p == path]
+    assert ranges[0] is None and ranges[1] == f"bytes={len(server.files[path]) // 2}-"
+    mr = "transfer/MR/rt-polarity.pos"
+    assert (tmp_path / "data" / mr).read_bytes() == (data_dir / mr).read_bytes()
+
+
+def test_no_data_directory_is_refused(monkeypatch, capsys):
+    monkeypatch.delenv("AUGCSE_DATA", raising=False)
+    assert main(["download", "sts"]) == 2
+    assert "--data-dir" in capsys.readouterr().err
