@@ -107,3 +107,15 @@ def test_resume_and_overwrite_together_and_a_file_in_the_way(tmp_path):
     with pytest.raises(RunFolderError, match="exists and is not a folder"):
         RunFolder(tmp_path / "file").claim(RECIPE)
     assert not (tmp_path / "run").exists()
+
+
+def test_every_cpu_recipe_saves_resumable_checkpoints():
+    from augcse.recipes.config import builtin_recipes, load_recipe
+    from augcse.train import training_arguments
+
+    cpu = [name for name in builtin_recipes() if name == "quickstart" or name.endswith("-minilm")]
+    assert len(cpu) >= 7
+    for name in cpu:
+        recipe = load_recipe(name=name)
+        args = training_arguments(recipe, has_dev=recipe.eval.dev is not None, total_steps=32)
+        assert args.save_strategy == "steps" and 1 <= args.save_steps <= 16, (name, args.save_steps)
