@@ -23,7 +23,7 @@ from augcse import augment
 from augcse.augment.cache import load_stats
 
 AUGS = "RandomSwap,ContractionExpansions,WordRepetition,SwitchCase"
-N_SENTENCES, SHARD_SIZE = 36, 2
+N_SENTENCES, SHARD_SIZE = 48, 2
 
 # ``augcse augment`` itself (the sub-command's parser and run function), without the other sub-commands'
 # imports, so that each restart costs only the augmentation library's start-up.
@@ -56,8 +56,8 @@ def kill_at_random_points(command: list[str], env: dict, out: Path, n_shards: in
         if complete(out):
             break
         before = shards_done(out)
-        target = rng.randint(min(before + 1, n_shards - 1), n_shards - 1)
-        delay = rng.uniform(0, 0.15)
+        target = rng.randint(min(before + 1, n_shards - 2), n_shards - 2)
+        delay = rng.uniform(0, 0.01)  # a shard takes a few ms: a longer delay would often miss the build
         proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
         while time.time() < deadline and shards_done(out) < target and proc.poll() is None:

@@ -63,7 +63,7 @@ def test_unknown_command_suggests_the_closest(capsys: pytest.CaptureFixture) -> 
         main(["reprot", "x"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert "did you mean 'report'?" in err[-1]
+    assert "did you mean 'report'" in err[-1]
 
 
 def test_assets_with_a_missing_data_dir_is_one_line_exit_2(tmp_path, monkeypatch, capsys) -> None:

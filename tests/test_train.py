@@ -86,7 +86,7 @@ def test_train_writes_run_directory_and_exports(tmp_path, tiny_model_dir, corpus
     assert [type(m).__name__ for m in exported] == ["Transformer", "Pooling"]  # no train-only MLP
     assert exported.max_seq_length > 16, "max_seq_length truncates training batches only, not evaluation"
     card = (final / "README.md").read_text()
-    assert "augcse training recipe" in card and "STSBenchmark-original" in card
+    assert "### Recipe" in card and "STSBenchmark-original" in card
 
 
 def _weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -158,7 +158,7 @@ def test_second_run_without_resume_is_refused(tmp_path, tiny_model_dir, corpus):
     [
         ("data.limt=5", "unknown recipe key 'data.limt'"),
         ("training.learnin_rate=1e-5", "unknown recipe key 'training.learnin_rate'"),
-        ("training.learning_rate=-1", "must be a positive number"),
+        ("training.learning_rate=-1", "must be > 0"),
         ("model.pooler=maxx", "unknown pooler 'maxx'"),
         ("loss.name=simclr", "unknown loss 'simclr'"),
         ("data.shuffle=maybe", "must be true or false"),
