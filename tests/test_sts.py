@@ -106,8 +106,40 @@ def test_eval_cli_save_to_merges_into_the_run_eval_json(tiny_st, tmp_path, data_
     assert saved["after"]["STS12"] == 2.0 and saved["after"]["STSBenchmark"] == printed["STSBenchmark"]
     assert saved["after"]["sts_avg"] == pytest.approx((2.0 + printed["STSBenchmark"]) / 2)  # over both tasks
     assert saved["after"]["STSBenchmark/wmean"] == pytest.approx(saved["after"]["sts_avg/wmean"])  # secondary metrics
-    with pytest.raises(SystemExit, match="not a directory"):
-        main(["eval", str(run / "final"), "--save-to", str(tmp_path / "missing")])
+    assert main(["eval", str(run / "final"), "--save-to", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a directory" in err[0]
+
+
+def test_eval_cli_pooler_rebuilds_a_plain_checkpoint(tiny_model_dir, tmp_path, data_dir, capsys, monkeypatch):
+    """``--pooler cls`` scores the first token's last hidden state; a misspelt pooler is one line, exit 2."""
+    import json
+
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from augcse.cli import main
+    from augcse.encode import load_model
+    from augcse.evaluation import suite
+
+    texts = ["A man is playing a guitar.", "Stocks fell on Monday."]
+    tokenizer, encoder = AutoTokenizer.from_pretrained(tiny_model_dir), AutoModel.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        by_hand = encoder(**tokenizer(texts, padding=True, return_tensors="pt")).last_hidden_state[:, 0]
+    ours = load_model(str(tiny_model_dir), pooler="cls").encode(texts, convert_to_tensor=True)
+    torch.testing.assert_close(ours, by_hand, atol=1e-5, rtol=1e-4)
+
+    seen = []
+    real = suite.run_tasks
+    monkeypatch.setattr(suite, "run_tasks", lambda model, *a, **k: seen.append(model) or real(model, *a, **k))
+    for pooler in ("cls", "avg"):
+        assert main(["eval", str(tiny_model_dir), "--pooler", pooler, "--tasks", "STSBenchmark",
+                     "--data-dir", str(data_dir), "--json"]) == 0
+        json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [m[1].pooling_mode for m in seen] == ["cls", "mean"]
+    assert main(["eval", str(tiny_model_dir), "--pooler", "clss"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "did you mean 'cls'" in err[0]
 
 
 def test_eval_cli_bf16_encoding_stays_close_to_float32(tiny_st, tmp_path, data_dir, capsys):

@@ -60,14 +60,21 @@ def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "aft
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("eval", help="evaluate a model (STS, transfer, clustering, intent…)")
-    parser.add_argument("model", help="sentence-transformers folder (e.g. runs/NAME/final) or model name")
+    parser = subparsers.add_parser(
+        "eval", help="evaluate a model (STS, transfer, clustering, intent…)",
+        description="Evaluate a sentence-transformers model on registered tasks and suites (default: the STS "
+                    "suite), encoding each distinct sentence once; --list shows the tasks and suites.")
+    parser.add_argument("model", nargs="?", help="sentence-transformers folder (e.g. runs/NAME/final) or model name")
+    parser.add_argument("--pooler", default=None, metavar="NAME",
+                        help="rebuild the model as its encoder with this pooler (cls, cls_before_pooler, avg, "
+                             "avg_first_last, avg_emb_last, avg_top2), e.g. for a plain Hugging Face checkpoint; "
+                             "default: a sentence-transformers folder's own pooling")
     parser.add_argument("--tasks", default=None, help="comma-separated task and suite names (default: sts)")
     parser.add_argument("--suite", default=None, help="a suite name (sts, transfer, clustering, intent, all…)")
     parser.add_argument("--original", action="store_true", help="STS: the untokenised official files")
     parser.add_argument("--fast", action="store_true", help="the tasks' fast mode (fewer folds/seeds)")
     parser.add_argument("--data-dir", default=None, help="data directory (default: $AUGCSE_DATA)")
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: 128)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads for encoding (1 is much faster on a machine shared with other jobs)")
     parser.add_argument("--bf16", action="store_true",
@@ -81,27 +88,36 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_cli(args: argparse.Namespace) -> int:
+    if args.list:
+        load_builtin_tasks()
+        for suite, names in SUITES.items():
+            print(f"{suite}: {', '.join(names)}")
+        return 0
+    if args.model is None:
+        raise ValueError("give a MODEL (a folder such as runs/NAME/final, or a model name), or --list")
     import torch
 
     from augcse.assets import data_dir as resolve_data_dir
     from augcse.encode import load_model
     from augcse.evaluation.suite import main_scores, run_tasks
 
-    if args.list:
-        load_builtin_tasks()
-        for suite, names in SUITES.items():
-            print(f"{suite}: {', '.join(names)}")
-        return 0
     spec = ",".join(x for x in (args.tasks, args.suite) if x) or "sts"
     names = resolve_tasks(spec)
     if args.original:
         names = [f"{n}-original" if f"{n}-original" in TASKS else n for n in names]
+    if args.pooler is not None:
+        from augcse.modules import POOLERS
+        from augcse.names import suggest
+
+        if args.pooler not in POOLERS:
+            raise ValueError(f"unknown pooler {args.pooler!r}{suggest(args.pooler, POOLERS)}; "
+                             f"choose one of {', '.join(POOLERS)}")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.save_to and not Path(args.save_to).is_dir():
-        raise SystemExit(f"augcse eval: --save-to {args.save_to} is not a directory; give a training run folder")
+        raise ValueError(f"--save-to {args.save_to} is not a directory; give a training run folder")
     root = resolve_data_dir(args.data_dir)
-    model = load_model(args.model)
+    model = load_model(args.model, pooler=args.pooler)
     start = time.perf_counter()
     precision = torch.autocast(model.device.type, dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
     with precision:
