@@ -15,6 +15,7 @@ from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Rol
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
+from augcse.losses.peers import PEERS
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
 from augcse.losses.vascl import VaSCLLoss
@@ -26,6 +27,7 @@ LOSSES: dict[str, Callable[..., RoleLoss]] = {
     "vascl": VaSCLLoss,
     "cards": CARDSLoss,
     "composite": CompositeLoss,
+    **PEERS,  # sentence-transformers' TSDAE and CT
 }
 # the constructor parameter that states a loss's label space; left out of a recipe, it is passed on
 # from the view that writes the label column (one source of truth)

@@ -14,7 +14,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from augcse.views import augcse, cards, generic, sda  # noqa: F401  (each module registers its views)
+from augcse.views import augcse, cards, generic, sda, tsdae  # noqa: F401  (each module registers its views)
 from augcse.views.augcse import augcse_sample_view
 from augcse.views.base import ANCHOR, LABEL, REMOVED, VIEWS, View, ViewContext, register_view
 from augcse.views.cards import cards_view

@@ -1,0 +1,96 @@
+"""sentence-transformers' own unsupervised losses, by name in a recipe: ``tsdae`` and ``ct``.
+
+They are the peers a user would otherwise pick to adapt a model to unlabelled texts, so they run
+through the same recipes, validation and trainer as augcse's losses. The library's classes do the
+work (:class:`DenoisingAutoEncoderLoss`, :class:`ContrastiveTensionLossInBatchNegatives`); this module
+only states which dataset columns they read, by role, and in which order they take them. A recipe
+sees each class's own constructor parameters, checked against its own signature.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from sentence_transformers.sentence_transformer.losses import (
+    ContrastiveTensionLossInBatchNegatives,
+    DenoisingAutoEncoderLoss,
+)
+
+from augcse.losses.base import Contract, Role, RoleError, RoleLoss
+
+
+class PeerLoss(RoleLoss):
+    """A sentence-transformers loss under the role contract.
+
+    Subclasses set ``wraps`` (the library's class), ``roles`` (in the order that class reads its inputs)
+    and ``fixed`` (constructor parameters a recipe cannot set, e.g. a Python function). The subclass's
+    signature is the wrapped class's, so recipes are validated against the library's own parameters.
+    """
+
+    wraps: ClassVar[type[nn.Module]]
+    roles: ClassVar[tuple[Role, ...]]
+    fixed: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+
+        @functools.wraps(cls.wraps.__init__)  # names, defaults and type hints of the wrapped class
+        def __init__(self, model, **params: Any) -> None:
+            PeerLoss.__init__(self, model, **params)
+
+        signature = inspect.signature(cls.wraps.__init__)
+        __init__.__signature__ = signature.replace(
+            parameters=[p for name, p in signature.parameters.items() if name not in cls.fixed])
+        cls.__init__ = __init__
+
+    def __init__(self, model, **params: Any) -> None:
+        super().__init__(model)
+        self.params = params
+        self.peer = self.wraps(model, **params)
+
+    @classmethod
+    def contract_for(cls, params: Mapping[str, Any]) -> Contract:
+        return Contract(cls.roles, default=tuple(r.name for r in cls.roles))
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+        features = list(sentence_features)
+        layout = self.columns()
+        if len(features) != len(layout):
+            raise RoleError(f"{type(self).__name__} reads the columns {layout} but the batch has {len(features)} "
+                            "text columns; call loss.bind(dataset.column_names) with the training dataset")
+        by_column = dict(zip(layout, features))
+        sources = self.sources()
+        ordered = [by_column[sources[role.name][0]] for role in self.roles]
+        return {self.component: self.peer(ordered, labels)}
+
+    @property
+    def component(self) -> str:
+        return type(self).__name__.removesuffix("Loss").lower()
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+class TSDAELoss(PeerLoss):
+    """TSDAE: a decoder tied to the encoder rebuilds each sentence from the embedding of its damaged copy
+    (the ``noisy`` column, e.g. the ``tsdae_noise`` view)."""
+
+    wraps = DenoisingAutoEncoderLoss
+    roles = (Role("noisy"), Role("anchor"))  # (damaged, original), the order the library's loss reads
+
+
+class CTLoss(PeerLoss):
+    """Contrastive Tension with in-batch negatives: the encoder and an independent copy of it (trained too,
+    dropped after training) embed the same sentence; the batch's other sentences are the negatives."""
+
+    wraps = ContrastiveTensionLossInBatchNegatives
+    roles = (Role("anchor"),)
+    fixed = ("similarity_fct",)
+
+
+PEERS: dict[str, type[PeerLoss]] = {"tsdae": TSDAELoss, "ct": CTLoss}
