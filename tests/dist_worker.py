@@ -1,18 +1,27 @@
-"""Run by tests/test_distributed.py: SimCSE loss and gradients on one rank's half of a batch.
+"""Run by tests/test_distributed.py under ``torchrun --nproc_per_node 2`` (gloo); imported for the reference.
 
-Launched with ``torchrun --nproc_per_node 2`` (gloo) or as one plain process with the whole batch.
-Writes the loss and the parameter gradients (averaged over ranks, as DDP does) to OUT/rank<r>.pt.
+``MODEL OUT [ARGS…]``: every loss configuration of :data:`CASES` on one rank's share of a fixed batch
+(:func:`all_cases` in one process: the whole batch). Writes OUT/rank<r>.pt: per case, each loss component
+(averaged over ranks) and the parameter gradients (averaged over ranks, as DDP does for the model).
+Components that a loss computes per process (``local``) are given, by the one-process reference, as the
+mean over the two halves of the batch, each half seeded as its rank is.
+
+Then, given ARGS, ``augcse train ARGS…`` in the same processes; afterwards each rank saves the loss's own
+parameters (train-only heads) to OUT/heads<r>.pt.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
-from augcse.losses import SimCSELoss
+from augcse.losses import AugCSELoss, CARDSLoss, CompositeLoss, SDALoss, SimCSELoss, VaSCLLoss
 from augcse.modules import build_sentence_transformer
 
 SENTENCES = [
@@ -20,42 +29,173 @@ SENTENCES = [
     "two dogs run through the snow .", "the president gave a speech .", "a child rides a horse .",
     "rain is expected tomorrow .", "he cooked pasta for dinner .",
 ]
+N = len(SENTENCES)
+SEED = 7
 
 
-def main(model_dir: str, out: str, head: str) -> None:
-    distributed = "RANK" in os.environ
-    if distributed:
-        dist.init_process_group("gloo")
-    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
-    torch.manual_seed(0)
-    model = build_sentence_transformer(model_dir, "cls", 16)
-    torch.manual_seed(1)  # the head's initialisation, identical on every rank
-    loss_fn = SimCSELoss(model, temperature=0.05, head=head)
-    loss_fn.eval()  # no dropout: the two views coincide, so runs are comparable exactly
-    # positives are a different text per row, so the in-batch negatives matter
-    per_rank = len(SENTENCES) // world
-    mine = slice(rank * per_rank, (rank + 1) * per_rank)
-    anchors = model.preprocess(SENTENCES[mine])
-    positives = model.preprocess([s.upper() for s in SENTENCES[mine]])
-    loss = loss_fn([anchors, positives])["contrastive"]
-    loss.backward()
-    grads = {}
-    for name, param in loss_fn.named_parameters():
-        if param.grad is None:
-            continue
-        grad = param.grad.detach().clone()
-        if distributed:
-            dist.all_reduce(grad)
-            grad /= world
-        grads[name] = grad
-    value = loss.detach().clone()
-    if distributed:
+def column(name: str, i: int) -> str:
+    """The text of row ``i`` (global index) in column ``name``; every column differs from the anchor."""
+    s = SENTENCES[i]
+    if name == "anchor":
+        return s
+    if name == "positive":
+        return "well , " + s
+    if name == "augmented":
+        return s.replace(" a ", " one ") + " !"
+    if name == "negation":
+        return "it is not true that " + s
+    if name.startswith("negative"):
+        return " ".join(reversed(SENTENCES[(i + 3) % N].split()))
+    if name.startswith("retrieved"):
+        # another row's anchor (rows 0-2 on rank 0 retrieve rows 5-7's on rank 1 and back: the id mask
+        # crosses processes), and for row 2 its own anchor
+        shift = 5 if name == "retrieved" else 6
+        return s if (i == 2 and name == "retrieved") else SENTENCES[(i + shift) % N]
+    raise KeyError(name)
+
+
+@dataclass
+class Case:
+    build: Callable[..., torch.nn.Module]
+    columns: tuple[str, ...]
+    labels: bool = False
+    local: frozenset[str] = field(default_factory=frozenset)  # components computed per process
+
+
+CASES: dict[str, Case] = {
+    "simcse-none": Case(lambda m: SimCSELoss(m, head="none"), ("anchor", "positive")),
+    "simcse-mlp": Case(lambda m: SimCSELoss(m, head="mlp"), ("anchor", "positive")),
+    "simcse-dropout-positive": Case(lambda m: SimCSELoss(m, head="mlp"), ("anchor",)),
+    "simcse-hard-negatives": Case(lambda m: SimCSELoss(m, head="mlp", hard_negative_weight=math.log(2.0)),
+                                  ("anchor", "positive", "negative", "negative_2")),
+    "simcse-symmetric": Case(lambda m: SimCSELoss(m, head="mlp", symmetric=True), ("anchor", "positive", "negative")),
+    # the two cases above with keys kept per process: the reference is the mean over the halves
+    "simcse-hard-negatives-no-gather": Case(
+        lambda m: SimCSELoss(m, head="mlp", hard_negative_weight=math.log(2.0), gather_across_devices=False),
+        ("anchor", "positive", "negative", "negative_2"), local=frozenset({"contrastive"})),
+    "simcse-symmetric-no-gather": Case(lambda m: SimCSELoss(m, head="mlp", symmetric=True, gather_across_devices=False),
+                                       ("anchor", "positive", "negative"), local=frozenset({"contrastive"})),
+    "sda-diag": Case(lambda m: SDALoss(m, head="mlp"), ("anchor", "positive", "negation")),
+    "sda-all-symmetric": Case(lambda m: SDALoss(m, head="mlp", neg_block="all", symmetric=True),
+                              ("anchor", "positive", "negation")),
+    "augcse-discriminator": Case(lambda m: AugCSELoss(m, augmentations=2, head="mlp"),
+                                 ("anchor", "augmented"), labels=True),
+    "augcse-bool": Case(lambda m: AugCSELoss(m, augmentations=2, variant="bool", head="none"),
+                        ("anchor", "augmented"), labels=True),
+    "augcse-positive-symmetric": Case(lambda m: AugCSELoss(m, augmentations=2, variant="positive", head="mlp"),
+                                      ("anchor", "augmented"), labels=True),
+    "augcse-negative": Case(lambda m: AugCSELoss(m, augmentations=2, variant="negative", head="mlp",
+                                                 hard_negative_weight=-1.0), ("anchor", "augmented")),
+    "cards-id-mask": Case(lambda m: CARDSLoss(m, head="mlp"), ("anchor", "positive", "retrieved", "retrieved_2")),
+    "cards-no-mask": Case(lambda m: CARDSLoss(m, head="mlp", mask_own_text=False),
+                          ("anchor", "positive", "retrieved", "retrieved_2")),
+    "cards-retrieval-only": Case(lambda m: CARDSLoss(m, head="mlp"), ("anchor", "retrieved")),
+    "cards-symmetric": Case(lambda m: CARDSLoss(m, head="mlp", mask_own_text=False, symmetric=True),
+                            ("anchor", "positive", "retrieved")),
+    # VaSCL's neighbours and virtual views come from each process's own rows (the instance term is gathered)
+    "vascl": Case(lambda m: VaSCLLoss(m, topk=2, eps=1.0, detach=False, head="vascl"), ("anchor",),
+                  local=frozenset({"neighbourhood"})),
+    "composite": Case(lambda m: CompositeLoss(m, terms=[
+        {"loss": "sda", "params": {"head": "mlp"}},
+        {"loss": "cards", "inputs": {"positive": "~anchor"}, "weight": 0.5, "params": {"head": "none"}},
+    ]), ("anchor", "positive", "negation", "retrieved")),
+}
+
+
+def run_case(model, case: Case, rows: range) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    """The case's loss (fresh head, seeded) on ``rows``; returns the loss module and its components."""
+    torch.manual_seed(1)  # the heads' initialisation, identical on every rank
+    loss_fn = case.build(model)
+    loss_fn.bind([*case.columns, *(["label"] if case.labels else [])])
+    loss_fn.eval()  # no dropout anywhere: runs are comparable exactly
+    features = [model.preprocess([column(c, i) for i in rows]) for c in case.columns]
+    labels = torch.tensor([i % 3 for i in rows]) if case.labels else None
+    torch.manual_seed(SEED)  # VaSCL's random start, drawn alike by a rank and by the reference's half
+    return loss_fn, loss_fn(features, labels)
+
+
+def gradients(loss_fn: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.grad.detach().clone() for n, p in loss_fn.named_parameters() if p.grad is not None}
+
+
+def reference(model, case: Case) -> dict:
+    """One process: global components on the whole batch, local ones as the mean over the two halves."""
+    loss_fn, parts = run_case(model, case, range(N))
+    values = {k: v.detach() for k, v in parts.items() if k not in case.local}
+    total = sum((v for k, v in parts.items() if k not in case.local), torch.zeros(()))
+    model.zero_grad(set_to_none=True)
+    if total.requires_grad:
+        total.backward()
+    grads = gradients(loss_fn)
+    for half in (range(0, N // 2), range(N // 2, N)) if case.local else ():
+        model.zero_grad(set_to_none=True)
+        half_fn, parts = run_case(model, case, half)
+        (sum(v for k, v in parts.items() if k in case.local) / 2).backward()
+        for k in case.local:
+            values[k] = values.get(k, 0) + parts[k].detach() / 2
+        for name, grad in gradients(half_fn).items():
+            grads[name] = grads[name] + grad if name in grads else grad
+    model.zero_grad(set_to_none=True)
+    return {"components": values, "grads": grads}
+
+
+def distributed(model, case: Case, rank: int, world: int) -> dict:
+    per_rank = N // world
+    model.zero_grad(set_to_none=True)
+    loss_fn, parts = run_case(model, case, range(rank * per_rank, (rank + 1) * per_rank))
+    sum(parts.values()).backward()
+    grads = gradients(loss_fn)
+    for grad in grads.values():
+        dist.all_reduce(grad)
+        grad /= world
+    values = {}
+    for key, value in parts.items():
+        value = value.detach().clone()
         dist.all_reduce(value)
-        value /= world
-    torch.save({"loss": value, "grads": grads}, os.path.join(out, f"rank{rank}.pt"))
-    if distributed:
+        values[key] = value / world
+    model.zero_grad(set_to_none=True)
+    return {"components": values, "grads": grads}
+
+
+def all_cases(model_dir: str, rank: int = 0, world: int = 1) -> dict[str, dict]:
+    """Every case in float64 (so two runs agree to float64 rounding); the global dtype and RNG are restored."""
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # the heads too
+    try:
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            model = build_sentence_transformer(model_dir, "cls", 16).double()
+            return {name: distributed(model, case, rank, world) if world > 1 else reference(model, case)
+                    for name, case in CASES.items()}
+    finally:
+        torch.set_default_dtype(dtype)
+
+
+def main(model_dir: str, out: str, train_args: list[str]) -> int:
+    """The loss cases on this rank, then (given arguments) ``augcse train`` in the same process group."""
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.save(all_cases(model_dir, rank, world), os.path.join(out, f"rank{rank}.pt"))
+    if not train_args:
         dist.destroy_process_group()
+        return 0
+    import augcse.train as training
+    from augcse.cli import main as cli
+
+    built = []
+    build_loss = training.build_loss
+
+    def keep(recipe, model):
+        built.append(build_loss(recipe, model))
+        return built[-1]
+
+    training.build_loss = keep
+    code = cli(["train", *train_args])
+    shared = {id(p) for p in built[0].model.parameters()}
+    own = {k: v.detach() for k, v in built[0].named_parameters() if id(v) not in shared}
+    torch.save(own, os.path.join(out, f"heads{rank}.pt"))
+    return code
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3:]))

@@ -92,6 +92,29 @@ class LossStateCheckpoint(TrainerCallback):
             torch.save(state_dict, folder / LOSS_STATE)
 
 
+class SyncLossGradients(TrainerCallback):
+    """Average the gradients of the loss's own parameters (train-only heads, discriminators) over processes
+    before every optimizer step, as DDP does for the model it wraps; otherwise each process trains its own head."""
+
+    def __init__(self, loss: torch.nn.Module) -> None:
+        self.loss = loss
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return
+        shared = {id(p) for p in self.loss.model.parameters()} if hasattr(self.loss, "model") else set()
+        own = [p for p in self.loss.parameters() if p.requires_grad and id(p) not in shared]
+        if not own:
+            return
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in own])
+        dist.all_reduce(flat)
+        flat /= dist.get_world_size()
+        for p, grad in zip(own, flat.split([p.numel() for p in own])):
+            if p.grad is not None or grad.any():
+                p.grad = grad.view_as(p).clone()
+
+
 class GracefulStop(TrainerCallback):
     """On SIGINT/SIGTERM finish the current step, save a resumable checkpoint and stop."""
 

@@ -269,7 +269,9 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
     import torch
     from sentence_transformers import SentenceTransformerTrainer
 
-    from augcse.callbacks import GracefulStop, JsonlLogger, LossStateCheckpoint, restore_loss_state, truncate_log
+    from augcse.callbacks import (
+        GracefulStop, JsonlLogger, LossStateCheckpoint, SyncLossGradients, restore_loss_state, truncate_log,
+    )
     from augcse.evaluation.suite import SuiteEvaluator
     from augcse.losses import bind_dataset
     from augcse.model_card import write_model_card
@@ -309,7 +311,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
 
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=train_dataset, loss=loss, evaluator=evaluator,
-        callbacks=[JsonlLogger(run_dir / "log.jsonl", loss), LossStateCheckpoint(loss)],
+        callbacks=[JsonlLogger(run_dir / "log.jsonl", loss), LossStateCheckpoint(loss), SyncLossGradients(loss)],
     )
     trainer.data_collator.max_length = recipe.model.max_seq_length  # truncate training batches only
     stopper = GracefulStop()
@@ -328,6 +330,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
         print(f"\nStopped; resumable checkpoint: {last}. Continue with: augcse train ... --resume", flush=True)
         return {"stopped": True, "checkpoint": str(last)}
 
+    loss.model = model  # the trainer left its distributed wrapper of the model here
     best = trainer.state.best_model_checkpoint
     summary: dict[str, Any] = {
         "name": recipe.name,
