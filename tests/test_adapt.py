@@ -191,3 +191,12 @@ def test_bad_peer_settings_are_refused_at_load(overrides, message):
     with pytest.raises(RecipeError) as error:
         load_recipe(name="adapt-tweet", overrides=overrides)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_wrong_text_column_is_named(tmp_path):
+    from augcse.corpus import read_corpus
+
+    path = tmp_path / "tickets.jsonl"
+    path.write_text('{"body": "my card was declined", "label": "card"}\n{"body": "reset my PIN", "label": "pin"}\n')
+    with pytest.raises(ValueError, match="no row has a text under 'text': set data.column"):
+        read_corpus(path)

@@ -151,7 +151,8 @@ def read_corpus(
         kept = kept[:limit]
     stats.kept = len(kept)
     if not kept:
-        raise ValueError(f"corpus {path} has no usable sentence ({stats.summary()})")
+        hint = f"; no row has a text under {column!r}: set data.column" if stats.skipped["missing"] == stats.read else ""
+        raise ValueError(f"corpus {path} has no usable sentence ({stats.summary()}){hint}")
     bad = sum(count for reason, count in stats.skipped.items() if reason != "over_limit")
     logger.log(logging.WARNING if bad else logging.INFO, "corpus %s: %s", path.name, stats.summary())
     return kept, stats
