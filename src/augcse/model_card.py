@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # the card is written after training; importing this module s
 
 STSB_DEV = "sts/original/STSBenchmark/stsbenchmark/sts-dev.csv"  # widget sentences (embedded copy)
 WIDGET_PAIRS = 3
+# what the card says the scores were computed with (sentence-transformers would name the stand-in class)
+EVALUATED_WITH = "<code>augcse eval</code> (<code>augcse.evaluation.suite.run_tasks</code>)"
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,29 @@ def card_data(final: Path, recipe: Recipe, scores: dict, summary: dict, loss: nn
         first = widget[0]
         data.usage_examples = [first["source_sentence"], *first["sentences"]]
     data.save_dir = str(final)
+    data._snippet_default_model_id = str(final)  # the usage example loads this folder until it is on the Hub
+    exact_training_losses(data, Path(final).parent / "log.jsonl")
     return data
+
+
+def exact_training_losses(data: Any, log: Path) -> None:
+    """The card's training-loss column from ``log.jsonl`` at 4 significant digits.
+
+    The trainer rounds the loss to 4 decimals, so a contrastive loss of 1e-5 would read 0.0000.
+    """
+    if not log.is_file():
+        return
+    losses: dict[int, float] = {}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by a kill
+            continue
+        if isinstance(record, dict) and isinstance(record.get("loss"), (int, float)) and "step" in record:
+            losses[int(record["step"])] = float(record["loss"])
+    for row in data.training_logs:
+        if row.get("Step") in losses and "Training Loss" in row:
+            row["Training Loss"] = f"{losses[row['Step']]:.4g}"
 
 
 def loss_entry(loss: nn.Module) -> dict[str, str]:
@@ -189,7 +213,8 @@ def write_model_card(final: Path, recipe: Recipe, scores: dict, summary: dict, l
     from sentence_transformers.base.model_card import generate_model_card
 
     card_data(final, recipe, scores, summary, loss)
-    text = generate_model_card(loss.model)
+    text = generate_model_card(loss.model).replace(f"<code>{TaskScore.__module__}.{TaskScore.__qualname__}</code>",
+                                                   EVALUATED_WITH)
     (Path(final) / "README.md").write_text(text.rstrip("\n") + "\n" + augcse_section(recipe, scores, summary, loss),
                                            encoding="utf-8")
 

@@ -7,7 +7,6 @@ of the wrong type or outside a ``Literal`` is refused, each in one line naming t
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -19,9 +18,10 @@ class ParameterError(ValueError):
 
 
 def suggest(name: str, choices: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` for a near match, else the list of choices."""
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else f"; choose one of {', '.join(choices)}"
+    """`` (did you mean 'x'?)`` for a near match (ignoring case, ``-`` and ``_``), else the list of choices."""
+    from augcse.names import suggest as near
+
+    return near(name, choices) or f"; choose one of {', '.join(choices)}"
 
 
 def _matches(value: Any, hint: Any) -> bool:

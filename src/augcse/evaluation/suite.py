@@ -31,6 +31,20 @@ def run_tasks(
     """Evaluate ``model`` on ``tasks`` (names or suites); returns ``{task: {metric: value}}``.
 
     Each result also carries ``"seconds"``: the task's own time, not counting the shared encoding.
+    :func:`main_scores` turns the result into ``{task: headline score}`` with suite averages, as
+    ``augcse eval`` prints it. ``data_dir`` is the data directory (``None``: the embedded STS-B
+    files, else downloads); ``fast`` is the tasks' fast mode (fewer folds or seeds).
+
+    Example::
+
+        from augcse import load_model
+        from augcse.evaluation.suite import main_scores, run_tasks
+
+        model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+        # the embedded STS-B dev set needs no data directory; "sts", "transfer", "all"… need one
+        results = run_tasks(model, "STSBenchmark-dev-original", progress=False)
+        scores = main_scores(results)  # {"STSBenchmark-dev-original": 86.…, "dev_avg": 86.…}
+        assert 0 < scores["STSBenchmark-dev-original"] <= 100
     """
     names = resolve_tasks(tasks)
     root = Path(data_dir) if data_dir is not None else None
@@ -98,6 +112,18 @@ class SuiteEvaluator(BaseEvaluator):
         fast: the tasks' fast mode.
         batch_size: encoding batch size.
         name: prefix of the logged metrics.
+
+    Example::
+
+        from sentence_transformers import SentenceTransformerTrainer
+        from augcse import load_model
+        from augcse.evaluation.suite import SuiteEvaluator
+
+        model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+        evaluator = SuiteEvaluator("STSBenchmark-dev-original", name="dev")
+        metrics = evaluator(model)  # {"dev_STSBenchmark-dev-original": 86.…, "dev_score": 86.…}
+        assert evaluator.primary_metric == "score" and "dev_score" in metrics
+        # during training: SentenceTransformerTrainer(model=model, …, evaluator=evaluator)
     """
 
     def __init__(

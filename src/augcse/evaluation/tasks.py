@@ -82,9 +82,10 @@ def resolve_tasks(spec: str | Sequence[str]) -> list[str]:
         elif raw.lower() in by_lower:
             names = [by_lower[raw.lower()]]
         else:
-            raise ValueError(
-                f"unknown task or suite {raw!r}; tasks: {', '.join(TASKS)}; suites: {', '.join(SUITES)}"
-            )
+            from augcse.names import suggest
+
+            raise ValueError(f"unknown task or suite {raw!r}{suggest(raw, [*TASKS, *SUITES])}; "
+                             f"tasks: {', '.join(TASKS)}; suites: {', '.join(SUITES)}")
         out += [n for n in names if n not in out]
     return out
 

@@ -31,9 +31,9 @@ DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
 
 @dataclass
 class ModelConfig:
-    backbone: str = "sentence-transformers/all-MiniLM-L6-v2"
+    backbone: str = "sentence-transformers/all-MiniLM-L6-v2"  # Hugging Face name or local folder (a packaged copy first)
     pooler: str | None = "avg"  # None keeps a sentence-transformers folder's own pooling
-    max_seq_length: int = field(default=32, metadata=POSITIVE)
+    max_seq_length: int = field(default=32, metadata=POSITIVE)  # tokens per training sentence (truncation)
 
 
 @dataclass
@@ -43,34 +43,34 @@ class DataConfig:
     # used, with a warning, only when ``corpus`` is the default wiki1m and is not available here
     fallback: list[str] = field(default_factory=lambda: ["corpus/wiki1m_for_simcse.first11914.txt",
                                                           "corpus/wiki_default.txt"])
-    column: str = "text"
-    limit: int | None = field(default=None, metadata=POSITIVE)
-    shuffle: bool = False
-    dedupe: bool = False
-    min_words: int = field(default=1, metadata=NON_NEGATIVE)
-    max_chars: int | None = field(default=10_000, metadata=POSITIVE)
+    column: str = "text"  # the column of a CSV/JSON/Parquet corpus holding the sentences
+    limit: int | None = field(default=None, metadata=POSITIVE)  # keep the first N sentences (after shuffling)
+    shuffle: bool = False  # shuffle the corpus with the seed before the limit
+    dedupe: bool = False  # drop repeated sentences
+    min_words: int = field(default=1, metadata=NON_NEGATIVE)  # drop sentences with fewer words
+    max_chars: int | None = field(default=10_000, metadata=POSITIVE)  # drop longer lines (broken corpus files)
     views: list[dict] = field(default_factory=list)  # registered view builders, in order: [{name: …, …}]
 
 
 @dataclass
 class LossConfig:
-    name: str = "simcse"
-    params: dict = field(default_factory=dict)
+    name: str = "simcse"  # a registered loss (see Losses)
+    params: dict = field(default_factory=dict)  # the loss's keyword parameters
 
 
 @dataclass
 class EvalConfig:
     dev: str | None = "auto"  # task for model selection; auto: STS-B dev (processed if available, else original)
     before: str | None = "auto"  # tasks before/after training; auto: the 7 STS tasks with a data dir, else STS-B
-    after: str | None = "auto"
-    batch_size: int = field(default=128, metadata=POSITIVE)
+    after: str | None = "auto"  # null skips an evaluation
+    batch_size: int = field(default=128, metadata=POSITIVE)  # sentences per encoding batch in evaluation
 
 
 @dataclass
 class Recipe:
-    name: str = "run"
-    seed: int = field(default=42, metadata=NON_NEGATIVE)
-    output_dir: str = "runs"
+    name: str = "run"  # the run folder's name: output_dir/name
+    seed: int = field(default=42, metadata=NON_NEGATIVE)  # data order, dropout, views and initialisation
+    output_dir: str = "runs"  # folder holding the run folders
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     loss: LossConfig = field(default_factory=LossConfig)
@@ -187,8 +187,8 @@ def _validate_names(recipe: Recipe) -> None:
     from augcse.views import produced_columns
 
     if recipe.model.pooler is not None and recipe.model.pooler not in POOLERS:
-        raise RecipeError(f"recipe key 'model.pooler': unknown pooler {recipe.model.pooler!r}; "
-                          f"choose one of {', '.join(POOLERS)} or null")
+        raise RecipeError(f"recipe key 'model.pooler': unknown pooler {recipe.model.pooler!r}"
+                          f"{suggest(recipe.model.pooler, POOLERS)}; choose one of {', '.join(POOLERS)} or null")
     try:  # views and loss parameters by their signatures, the loss's roles against the views' columns
         recipe.loss.params = validate_loss(recipe.loss.name, recipe.loss.params, produced_columns(recipe.data.views))
     except ValueError as exc:
@@ -278,7 +278,8 @@ def load_recipe(source: str | Path | None = None, name: str | None = None, overr
     if name is not None:
         path = RECIPE_DIR / f"{name}.yaml"
         if not path.is_file():
-            raise RecipeError(f"unknown recipe {name!r}; built-in recipes: {', '.join(builtin_recipes())}")
+            raise RecipeError(f"unknown recipe {name!r}{suggest(name, builtin_recipes())}; "
+                              f"built-in recipes: {', '.join(builtin_recipes())}")
     else:
         path = Path(source)
         if not path.is_file():

@@ -174,8 +174,12 @@ def training_curves(records: Sequence[Mapping[str, Any]], path: str | Path, titl
     series = curve_series(records)
     if not series:
         return None
-    fig, axes = plt.subplots(1, len(series), figsize=(4.2 * len(series), 3.4), squeeze=False)
-    for ax, (panel, lines) in zip(axes[0], series.items()):
+    columns = min(2, len(series))  # two panels a row stay readable in a page or a README
+    rows = math.ceil(len(series) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.4 * columns, 3.3 * rows), squeeze=False)
+    for ax in axes.flat[len(series):]:
+        ax.set_visible(False)
+    for ax, (panel, lines) in zip(axes.flat, series.items()):
         for key, (steps, values) in lines.items():
             marker = "o" if len(steps) < 30 else None
             ax.plot(steps, values, marker=marker, markersize=3, linewidth=1.2, label=key)

@@ -23,6 +23,7 @@ from augcse.evaluation.tasks import is_average
 from augcse.report.document import Code, Document, Heading, Image, Paragraph, Table
 from augcse.report.plots import curve_series, training_curves
 
+BEST = {"losses": min, "dev score": max, "discriminator accuracy": max}  # panels whose values have a best
 REPORT_DIR = "report"  # pictures written by the report
 FIGURES_DIR = "figures"  # pictures made elsewhere, picked up by the report
 
@@ -166,10 +167,11 @@ def training_summary(run: Run) -> Table | None:
     rows = []
     for panel, lines in series.items():
         for key, (steps, values) in lines.items():
-            best_at = max(range(len(values)), key=values.__getitem__) if panel != "losses" else \
-                min(range(len(values)), key=values.__getitem__)
-            rows.append([key, panel, f"{int(steps[-1])}", f"{values[-1]:.6g}", f"{values[best_at]:.6g}",
-                         f"{int(steps[best_at])}"])
+            row = [key, panel, f"{int(steps[-1])}", f"{values[-1]:.6g}", "—", "—"]
+            if panel in BEST:  # a learning rate or a gradient norm has no "best"
+                best_at = BEST[panel](range(len(values)), key=values.__getitem__)
+                row[4:] = [f"{values[best_at]:.6g}", f"{int(steps[best_at])}"]
+            rows.append(row)
     return Table(["series", "kind", "last step", "last", "best", "best step"], rows)
 
 
@@ -209,7 +211,7 @@ def run_facts(run: Run) -> Table:
         rows.append(["time", f"{summary['seconds'] / 60:.1f} min (training and evaluation)"])
     if not summary:
         rows.append(["status", "no `summary.json`: the run is still going, was stopped, or failed"])
-    return Table(["run", ""], rows, align_right=False)
+    return Table(["run", run.name], rows, align_right=False)
 
 
 def kept_model(run: Run) -> str:

@@ -1,0 +1,95 @@
+"""docs/RECIPES.md is what ``python -m augcse.recipes.reference`` generates from the code, and covers it all."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from augcse.recipes import reference
+from augcse.recipes.config import DataConfig, EvalConfig, LossConfig, ModelConfig, Recipe
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "RECIPES.md"
+
+
+@pytest.fixture(scope="module")
+def generated() -> str:
+    return reference.reference()
+
+
+def test_recipes_md_is_up_to_date(generated: str) -> None:
+    assert DOC.is_file(), f"docs/RECIPES.md is missing; run: {reference.COMMAND}"
+    assert DOC.read_text(encoding="utf-8") == generated, f"docs/RECIPES.md is out of date; run: {reference.COMMAND}"
+
+
+@pytest.mark.parametrize("cls", [Recipe, ModelConfig, DataConfig, LossConfig, EvalConfig])
+def test_every_recipe_key_says_what_it_means(cls: type) -> None:
+    from typing import get_type_hints
+
+    comments, hints = reference.field_comments(cls), get_type_hints(cls)
+    undocumented = [f.name for f in dataclasses.fields(cls)
+                    if not comments.get(f.name) and not dataclasses.is_dataclass(hints[f.name])]  # sections
+    assert not undocumented, f"{cls.__name__}: add a comment to {undocumented} in recipes/config.py"
+
+
+def test_every_registered_name_is_in_the_reference(generated: str) -> None:
+    from augcse.evaluation.tasks import TASKS, load_builtin_tasks
+    from augcse.losses import LOSSES
+    from augcse.modules import POOLERS
+    from augcse.recipes.config import builtin_recipes
+    from augcse.views import VIEWS
+
+    load_builtin_tasks()
+    headings = set(generated.splitlines())
+    for name in [*LOSSES, *VIEWS]:
+        assert f"### `{name}`" in headings, name
+    for name in [*POOLERS, *TASKS, *builtin_recipes()]:
+        assert f"| `{name}` |" in generated, name
+
+
+def test_a_newly_registered_loss_and_view_appear_with_their_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    from augcse.losses import LOSSES, SimCSELoss
+    from augcse.views import VIEWS
+    from augcse.views.base import View
+
+    class ToyLoss(SimCSELoss):
+        """A toy loss.
+
+        Args:
+            model: the model.
+            margin: how far apart, in cosine.
+        """
+
+        def __init__(self, model, margin: float = 0.25, temperature: float = 0.05) -> None:
+            super().__init__(model, temperature)
+
+    def toy_view(dataset, context, width: int = 3) -> None:
+        """A toy view.
+
+        Args:
+            width: how wide.
+        """
+
+    monkeypatch.setitem(LOSSES, "toy", ToyLoss)
+    monkeypatch.setitem(VIEWS, "toy_view", View(toy_view, lambda params: {"toy": None}))
+    text = reference.reference()
+    assert "### `toy`" in text and "| `margin` | float | `0.25` | how far apart, in cosine. |" in text
+    assert "### `toy_view`" in text and "| `width` | int | `3` | how wide. |" in text
+    assert "Writes (default parameters): `toy`." in text
+
+
+def test_args_sections_with_several_names_and_continuation_lines() -> None:
+    def fn(a: int = 1, b: int = 2, c: int = 3) -> None:
+        """Summary.
+
+        Args:
+            a: first line
+                continued.
+            b, c: shared ``code``.
+
+        Returns:
+            nothing.
+        """
+
+    assert reference.docstring_args(fn) == {"a": "first line continued.", "b": "shared `code`.", "c": "shared `code`."}
