@@ -9,8 +9,6 @@ import os
 import time
 from pathlib import Path
 
-from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks, resolve_tasks
-
 # secondary metrics printed beside the main score and saved by --save-to as "task/metric"
 DETAIL_METRICS = ("mean", "wmean", "nmi", "5shot", "10shot", "20shot")
 
@@ -88,6 +86,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_cli(args: argparse.Namespace) -> int:
+    from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks, resolve_tasks  # not for --help
+
     if args.list:
         load_builtin_tasks()
         for suite, names in SUITES.items():
