@@ -200,3 +200,21 @@ def test_a_wrong_text_column_is_named(tmp_path):
     path.write_text('{"body": "my card was declined", "label": "card"}\n{"body": "reset my PIN", "label": "pin"}\n')
     with pytest.raises(ValueError, match="no row has a text under 'text': set data.column"):
         read_corpus(path)
+
+
+def test_a_users_labelled_sample_is_a_clustering_task(tmp_path, tiny_st):
+    from augcse.evaluation.suite import run_tasks, selection_metrics
+    from augcse.evaluation.tasks import resolve_tasks
+
+    sample = tmp_path / "sample.csv"
+    _write(sample, [{"text": f"{word} number {i}", "label": word} for word in ("card", "pin", "loan") for i in range(6)])
+    task = f"clustering:{sample}"
+    scores = run_tasks(tiny_st, task, progress=False)[task]
+    assert 100 / 3 <= scores["acc"] <= 100
+    assert task not in resolve_tasks("clustering") and task not in resolve_tasks("all")
+    with pytest.raises(ValueError, match="model selection needs a dev"):
+        selection_metrics([task])  # transductive: never a selection score
+    for bad, message in ((tmp_path / "none.csv", "no such file"), (tmp_path / "x.csv", "needs the columns text,label")):
+        (tmp_path / "x.csv").write_text("body,tag\na,b\n")
+        with pytest.raises(RecipeError, match=message):
+            load_recipe(name="adapt-tweet", overrides=[f"eval.after=clustering:{bad}"])

@@ -26,7 +26,7 @@ from sklearn.metrics import normalized_mutual_info_score
 from threadpoolctl import threadpool_limits
 
 from augcse.assets import resolve_data
-from augcse.evaluation.tasks import Encoder, Task, register_task
+from augcse.evaluation.tasks import FILE_TASKS, Encoder, Task, register_task
 
 RUNS, RUNS_FAST = 10, 3
 N_INIT, N_INIT_FAST = 10, 3
@@ -120,6 +120,30 @@ class ClusteringTask(Task):
         seeds = [seed + i for i in range(runs)]
         return clustering_scores(encode(data["texts"]), data["labels"], seeds, n_init)
 
+
+class ClusteringFileTask(ClusteringTask):
+    """K-means on a user's own ``text,label`` CSV (``clustering:sample.csv``), e.g. a labelled sample of the
+    texts a model was adapted to; in no suite."""
+
+    suites = ()
+    in_all = False
+
+    def __init__(self, path: str) -> None:
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise ValueError(f"clustering:{path}: no such file")
+        with open(file, encoding="utf-8", newline="") as f:
+            header = next(csv.reader(f), [])
+        if not {"text", "label"} <= set(header):
+            raise ValueError(f"clustering:{path}: needs the columns text,label (it has: {', '.join(header)})")
+        super().__init__(f"clustering:{path}", str(file.resolve()))
+
+    def load(self, data_dir: Path | None) -> dict[str, Any]:
+        texts, labels, names = read_labelled_csv(Path(self.relpath).name, Path(self.relpath).parent)
+        return {"texts": texts, "labels": labels, "names": names}  # the file itself, wherever the data directory is
+
+
+FILE_TASKS["clustering"] = ClusteringFileTask
 
 for _name, _file in (
     ("AgNews", "agnews"),

@@ -51,6 +51,8 @@ class Task(ABC):
 
 TASKS: dict[str, Task] = {}
 SUITES: dict[str, list[str]] = {"all": []}
+# kinds of task a user's own labelled file can be scored as, ``KIND:PATH`` (e.g. ``clustering:sample.csv``)
+FILE_TASKS: dict[str, Callable[[str], Task]] = {}
 
 
 def register_task(task: Task) -> Task:
@@ -77,7 +79,13 @@ def resolve_tasks(spec: str | Sequence[str]) -> list[str]:
     for raw in (item.strip() for item in items):
         if not raw:
             continue
-        if raw.lower() in SUITES:
+        kind, colon, path = raw.partition(":")
+        if colon and kind.lower() in FILE_TASKS:
+            name = f"{kind.lower()}:{path}"
+            if name not in TASKS:
+                register_task(FILE_TASKS[kind.lower()](path))
+            names = [name]
+        elif raw.lower() in SUITES:
             names = SUITES[raw.lower()]
         elif raw.lower() in by_lower:
             names = [by_lower[raw.lower()]]
