@@ -115,14 +115,13 @@ class SuiteEvaluator(BaseEvaluator):
 
     Example::
 
-        from sentence_transformers import SentenceTransformerTrainer
         from augcse import load_model
         from augcse.evaluation.suite import SuiteEvaluator
 
         model = load_model("sentence-transformers/all-MiniLM-L6-v2")
         evaluator = SuiteEvaluator("STSBenchmark-dev-original", name="dev")
         metrics = evaluator(model)  # {"dev_STSBenchmark-dev-original": 86.…, "dev_score": 86.…}
-        assert evaluator.primary_metric == "score" and "dev_score" in metrics
+        assert evaluator.primary_metric == "dev_score" and "dev_score" in metrics  # model selection reads it
         # during training: SentenceTransformerTrainer(model=model, …, evaluator=evaluator)
     """
 
