@@ -220,14 +220,33 @@ def write_model_card(final: Path, recipe: Recipe, scores: dict, summary: dict, l
 
 
 def render_html(markdown_text: str) -> str:
-    """The card as HTML (front matter shown as code), for checking it in a browser."""
-    import markdown
+    """The card as a self-contained HTML page, for checking it in a browser before it is shared.
+
+    The YAML front matter (the Hub's metadata: tags, base model, widget, model-index) is shown in a box
+    above the rendered Markdown, as the Hub's metadata view shows it; the Markdown is rendered with
+    tables and fenced code (nested in list items too: CommonMark, as the Hub), and the card's HTML
+    comments stay hidden.
+    """
+    from markdown_it import MarkdownIt
 
     front, body = "", markdown_text
     if markdown_text.startswith("---\n"):
         front, _, body = markdown_text[4:].partition("\n---\n")
-    rendered = markdown.markdown(body, extensions=["tables", "fenced_code"])
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><style>body{font-family:sans-serif;max-width:980px;"
-            "margin:2em auto;line-height:1.45} pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:12px}"
-            "table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:3px 8px}</style></head><body>"
-            f"<h3>YAML front matter</h3><pre>{html.escape(front)}</pre>{rendered}</body></html>")
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(body)
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{CARD_CSS}</style></head><body>"
+            f"<div class='meta'><div class='meta-title'>metadata (YAML front matter)</div>"
+            f"<pre>{html.escape(front)}</pre></div>{rendered}</body></html>")
+
+
+CARD_CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; max-width: 900px; margin: 1.5em auto;
+       padding: 0 1em; color: #1f2328; line-height: 1.5; font-size: 15px; }
+h1, h2 { border-bottom: 1px solid #d1d9e0; padding-bottom: .3em; } h1 { font-size: 1.8em; }
+pre { background: #f6f8fa; padding: .8em; overflow-x: auto; font-size: 12.5px; border-radius: 6px; }
+code { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 90%; }
+table { border-collapse: collapse; margin: .6em 0; } td, th { border: 1px solid #d1d9e0; padding: 4px 10px; }
+th { background: #f6f8fa; } tr:nth-child(even) td { background: #fafbfc; }
+.meta { border: 1px solid #d1d9e0; border-radius: 6px; margin-bottom: 1.5em; }
+.meta-title { background: #f6f8fa; padding: .4em .8em; font-size: 13px; color: #59636e; border-bottom: 1px solid #d1d9e0; }
+.meta pre { margin: 0; background: #fff; columns: 2; column-gap: 2em; font-size: 11.5px; }
+"""
