@@ -79,6 +79,8 @@ def test_bad_input_one_line_exit_2_nothing_written(bad, message, recipe, tmp_pat
     assert code == 2
     assert len(err) == 1 and err[0].startswith("augcse train: error: "), err
     assert message.replace("FILE", str(file_in_the_way)) in err[0]
+    shown = " ".join(args).replace(str(file_in_the_way), "<a file>")
+    print(f"| `{shown}` | {code} | {err[0].replace(str(tmp_path), '<tmp>').replace('|', '/')} |")  # RESULTS table (-s)
     runs = tmp_path / "runs"
     assert not runs.exists() or not any(runs.rglob("*")), sorted(runs.rglob("*"))
 
