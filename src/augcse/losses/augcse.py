@@ -102,6 +102,7 @@ class AugCSELoss(ContrastiveLoss):
         model: SentenceTransformer to train.
         augmentations: the augmentation set (a name such as ``8-aug``, a list, or their number); K = this + 1.
             In a recipe leave it out: it is passed on from the ``augcse_sample`` view (stating both, they must agree).
+            Not needed by the variants without a discriminator (``none``, ``negative``), which read no label.
         variant: ``augcse`` (default), ``bool`` (binary augmented-vs-not target), ``positive`` (the augmented
             sentence is the positive, with the discriminator), ``none`` (augmented positive, no discriminator),
             ``negative`` (dropout positive, the own augmentation as a hard negative, paper Eq. 1).
@@ -173,12 +174,12 @@ class AugCSELoss(ContrastiveLoss):
         super().__init__(model, temperature, head, gather_across_devices)
         if variant not in VARIANTS:
             raise ValueError(f"unknown AugCSE variant {variant!r}; choose one of {', '.join(VARIANTS)}")
-        if augmentations is None:
-            raise ValueError("AugCSE needs its augmentation set (augmentations=…, the one the view drew from)")
         self.variant_name = variant
         self.variant = VARIANTS[variant]
+        if augmentations is None and self.variant.discriminator is not None:
+            raise ValueError("AugCSE needs its augmentation set (augmentations=…, the one the view drew from)")
         self.augmentations = augmentations
-        self.num_labels = label_space(augmentations).size
+        self.num_labels = label_space(augmentations).size if augmentations is not None else 0  # 0: no labels read
         self.discriminator_weight = float(discriminator_weight)
         self.grl_alpha = float(grl_alpha)
         self.symmetric = self.variant.symmetric if symmetric is None else symmetric
