@@ -200,7 +200,11 @@ def training_curves(records: Sequence[Mapping[str, Any]], path: str | Path, titl
 
 
 def group_bars(groups: Mapping[str, Mapping[str, Sequence[float]]], path: str | Path, title: str = "") -> Path:
-    """Per task, one bar per group: the mean over seeds with a ±1 sample-sd error bar and the seeds as dots."""
+    """Per task, each group's mean with a ±1 sample-sd error bar, and its seeds as dots beside it.
+
+    Means are points, not filled bars: runs differ by tenths of a point on a 0–100 scale, which a bar
+    from zero hides and a bar from a cut axis exaggerates.
+    """
     tasks = list(dict.fromkeys(t for scores in groups.values() for t in scores))
     width = 0.8 / max(len(groups), 1)
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(tasks) * max(len(groups), 1) ** 0.5 + 2), 3.8))
@@ -210,13 +214,16 @@ def group_bars(groups: Mapping[str, Mapping[str, Sequence[float]]], path: str | 
         values = [list(scores.get(t, [])) for t in tasks]
         means = [float(np.mean(v)) if v else np.nan for v in values]
         sds = [float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for v in values]
-        ax.bar(x, means, width * 0.9, yerr=sds, capsize=3, color=cmap(g % 10), label=label, alpha=0.85)
+        ax.errorbar(x, means, yerr=sds, fmt="o", markersize=7, capsize=4, color=cmap(g % 10), label=label, zorder=3)
         for xi, v in zip(x, values):
-            ax.scatter([xi] * len(v), v, s=8, color="black", zorder=3)
+            ax.scatter([xi + 0.25 * width] * len(v), v, s=10, color=cmap(g % 10), alpha=0.6, linewidths=0, zorder=2)
     finite = [v for scores in groups.values() for vs in scores.values() for v in vs]
     if finite:
         low, high = min(finite), max(finite)
-        ax.set_ylim(max(0.0, low - 0.15 * (high - low + 1)), high + 0.15 * (high - low + 1))
+        ax.set_ylim(low - 0.15 * (high - low + 1), high + 0.15 * (high - low + 1))
+    for boundary in range(1, len(tasks)):
+        ax.axvline(boundary - 0.5, color="0.85", linewidth=0.8)
+    ax.set_xlim(-0.5, len(tasks) - 0.5)
     ax.set_xticks(range(len(tasks)), tasks, rotation=30 if len(tasks) > 4 else 0, ha="right" if len(tasks) > 4 else "center")
     ax.set_ylabel("score")
     ax.grid(axis="y", alpha=0.3)
