@@ -71,3 +71,12 @@ def test_report_facts_are_headed_by_the_run_name_and_curves_are_two_panels_a_row
     build_report(run)
     width, height = Image.open(run.path / "report" / "curves.png").size
     assert width < 2.2 * height  # four panels in a 2 × 2 grid, not a strip of four
+
+
+def test_card_scores_leave_out_an_average_of_one_task() -> None:
+    from augcse.model_card import score_markdown
+
+    table = score_markdown({"after": {"STSBenchmark-original": 80.0, "sts-original_avg": 80.0}})
+    assert "STSBenchmark-original" in table and "sts-original_avg" not in table
+    both = score_markdown({"after": {"STS12": 70.0, "STS13": 80.0, "sts_avg": 75.0}})
+    assert "**sts_avg**" in both

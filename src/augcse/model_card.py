@@ -189,8 +189,11 @@ def augcse_section(recipe: Recipe, scores: dict, summary: dict, loss: nn.Module)
 
 
 def score_markdown(scores: dict) -> str:
+    """Scores before/after with Δ; a suite "average" of a single task is left out (it repeats the task)."""
     from augcse.evaluation.tasks import is_average
+    from augcse.report.run_report import single_task_averages_dropped
 
+    scores = {stage: single_task_averages_dropped(values) for stage, values in scores.items() if isinstance(values, dict)}
     stages = [s for s in ("before", "after") if scores.get(s)]
     if not stages:
         return "No evaluation was run."
