@@ -164,7 +164,7 @@ def all_cases(model_dir: str, rank: int = 0, world: int = 1) -> dict[str, dict]:
     try:
         with torch.random.fork_rng():
             torch.manual_seed(0)
-            model = build_sentence_transformer(model_dir, "cls", 16).double()
+            model = build_sentence_transformer(model_dir, "avg", 16).double()  # distinct vectors per sentence
             return {name: distributed(model, case, rank, world) if world > 1 else reference(model, case)
                     for name, case in CASES.items()}
     finally:
