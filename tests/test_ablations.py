@@ -128,6 +128,7 @@ ROWS: dict[str, tuple[str, list[str], Objective]] = {
                                    Objective(positive="positive")),
     "sda-t6-negation-only": ("sda-roberta-base", ["data.views[0].positive=null"],
                              Objective(own=("negation", -0.5 / TAU))),
+    "sda-t6-simcse": ("simcse-roberta-base", [], Objective()),
     "sda-paper-rules": ("sda-roberta-base", ["data.views[0].positive=MV", "data.views[0].variant=paper"], SDA),
     "sda-negations-of-all-rows": ("sda-roberta-base", ["data.views[0].positive=MV", "loss.params.neg_block=all"],
                                   Objective(positive="positive", shared=("negation",), own=("negation", -0.5 / TAU))),
