@@ -44,6 +44,15 @@ def test_every_option_of_every_command_has_help(command: str) -> None:
                 f"augcse {' '.join(path)} {'/'.join(action.option_strings) or action.dest} has no help"
 
 
+def test_the_top_level_options_have_help() -> None:
+    from augcse.cli import build_parser
+
+    parser = build_parser()
+    assert parser.description
+    for action in parser._actions:
+        assert action.help, f"augcse {'/'.join(action.option_strings) or action.dest} has no help"
+
+
 @pytest.mark.parametrize("argv", QUICK, ids=" ".join)
 def test_help_and_version_load_nothing_heavy(argv: list[str]) -> None:
     code = (f"import json, sys\nfrom augcse.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"

@@ -53,7 +53,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="augcse", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"augcse {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                       help="one of these (augcse COMMAND --help shows its options):")
     module = COMMANDS[command].module if command is not None else None
     for name, entry in COMMANDS.items():
         if entry.module != module:
