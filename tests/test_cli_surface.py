@@ -107,7 +107,8 @@ def test_recipe_name_gets_a_did_you_mean(capsys: pytest.CaptureFixture) -> None:
     assert "did you mean 'quickstart'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("name", "hint"), [("RandomSwapp", "did you mean RandomSwap"), ("8-2-augg", "did you mean 8-2-aug")])
+@pytest.mark.parametrize(("name", "hint"), [("RandomSwapp", "did you mean RandomSwap"),
+                                           ("8-2-augg", "did you mean 8-2-aug")])
 def test_augmentation_names_get_a_did_you_mean(name: str, hint: str) -> None:
     from augcse.augment import resolve_names
 

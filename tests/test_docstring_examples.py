@@ -8,6 +8,7 @@ and an STS evaluation take a second, while the code of the example is exactly wh
 
 from __future__ import annotations
 
+import doctest
 import inspect
 import re
 import textwrap
@@ -68,14 +69,18 @@ def _indent(line: str) -> int:
 
 
 def readme_blocks() -> list[str]:
-    return [textwrap.dedent(block) for block in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)]
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    return [textwrap.dedent(block) for block in blocks]
 
 
 def collected() -> list[tuple[str, str]]:
     cases = []
     for name, obj in public_objects().items():
-        for n, code in enumerate(examples(inspect.getdoc(obj) or "")):
+        doc = inspect.getdoc(obj) or ""
+        for n, code in enumerate(examples(doc)):
             cases.append((f"{name}#{n}", code))
+        if ">>>" in doc:  # doctest-style examples run as a script (outputs become comments)
+            cases.append((f"{name}#doctest", doctest.script_from_examples(doc)))
     cases += [(f"README.md#{n}", code) for n, code in enumerate(readme_blocks())]
     return list(dict((code, (name, code)) for name, code in cases).values())  # a class listed twice runs once
 

@@ -182,7 +182,8 @@ def augcse_section(recipe: Recipe, scores: dict, summary: dict, loss: nn.Module)
     else:
         lines.append("- **Kept model:** the last step (no dev task selected a checkpoint)")
     if summary.get("seconds") is not None:
-        lines.append(f"- **Training time:** {summary['seconds'] / 60:.1f} min (with evaluation)")
+        lines.append(f"- **Run time:** {summary['seconds'] / 60:.1f} min "
+                     "(the whole run: data, evaluation before and after, training)")
     lines += ["", "### Scores (×100; STS: Spearman of cosine similarities)", "", score_markdown(scores), "",
               "### Recipe", "", "```yaml", recipe.to_yaml().rstrip(), "```", ""]
     return "\n".join(lines)
@@ -193,7 +194,8 @@ def score_markdown(scores: dict) -> str:
     from augcse.evaluation.tasks import is_average
     from augcse.report.run_report import single_task_averages_dropped
 
-    scores = {stage: single_task_averages_dropped(values) for stage, values in scores.items() if isinstance(values, dict)}
+    scores = {stage: single_task_averages_dropped(values) for stage, values in scores.items()
+              if isinstance(values, dict)}
     stages = [s for s in ("before", "after") if scores.get(s)]
     if not stages:
         return "No evaluation was run."
@@ -250,6 +252,7 @@ code { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 90%; }
 table { border-collapse: collapse; margin: .6em 0; } td, th { border: 1px solid #d1d9e0; padding: 4px 10px; }
 th { background: #f6f8fa; } tr:nth-child(even) td { background: #fafbfc; }
 .meta { border: 1px solid #d1d9e0; border-radius: 6px; margin-bottom: 1.5em; }
-.meta-title { background: #f6f8fa; padding: .4em .8em; font-size: 13px; color: #59636e; border-bottom: 1px solid #d1d9e0; }
+.meta-title { background: #f6f8fa; padding: .4em .8em; font-size: 13px; color: #59636e;
+              border-bottom: 1px solid #d1d9e0; }
 .meta pre { margin: 0; background: #fff; columns: 2; column-gap: 2em; font-size: 11.5px; }
 """

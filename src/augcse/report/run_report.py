@@ -208,7 +208,8 @@ def run_facts(run: Run) -> Table:
         rows.append(["steps", f"{int(done)}" + (f" ({max(epochs):.2f} epochs)" if epochs else "")])
     rows.append(["kept model", kept_model(run)])
     if summary.get("seconds") is not None:
-        rows.append(["time", f"{summary['seconds'] / 60:.1f} min (training and evaluation)"])
+        rows.append(["time", f"{summary['seconds'] / 60:.1f} min "
+                             "(the whole run: data, evaluation before and after, training)"])
     if not summary:
         rows.append(["status", "no `summary.json`: the run is still going, was stopped, or failed"])
     return Table(["run", run.name], rows, align_right=False)
