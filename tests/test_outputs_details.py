@@ -80,3 +80,34 @@ def test_card_scores_leave_out_an_average_of_one_task() -> None:
     assert "STSBenchmark-original" in table and "sts-original_avg" not in table
     both = score_markdown({"after": {"STS12": 70.0, "STS13": 80.0, "sts_avg": 75.0}})
     assert "**sts_avg**" in both
+
+
+def test_tensorboard_and_console_get_the_loss_components_unrounded(tmp_path: Path, tiny_model_dir: Path,
+                                                                    data_dir: Path, capsys) -> None:
+    import pytest
+
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from augcse.train import run
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join((data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:40]))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "exact", "output_dir": str(tmp_path / "runs"),
+        "model": {"backbone": str(tiny_model_dir), "pooler": "cls", "max_seq_length": 16},
+        "data": {"corpus": str(corpus), "limit": 32}, "eval": {"dev": None, "before": None, "after": None},
+        "training": {"per_device_train_batch_size": 8, "max_steps": 3, "logging_steps": 1,
+                     "report_to": ["tensorboard"], "save_strategy": "no"},
+    }))
+    run(load_recipe(str(recipe), None, []), data_dir)
+    folder = tmp_path / "runs" / "exact"
+    exact = [json.loads(line)["contrastive"] for line in (folder / "log.jsonl").read_text().splitlines()
+             if "contrastive" in json.loads(line)]
+    events = EventAccumulator(str(sorted(folder.rglob("events.out.tfevents.*"))[0].parent))
+    events.Reload()
+    logged = [event.value for event in events.Scalars("train/contrastive")]
+    assert len(logged) == len(exact) == 3
+    assert all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(logged, exact)), (logged, exact)  # not round(x, 4)
+    assert any(round(value, 4) != value for value in exact)

@@ -65,6 +65,7 @@ class JsonlLogger(TrainerCallback):
         exact = {k: v for k, v in exact.items() if k in logs}
         if exact and "loss" not in exact:
             exact["loss"] = sum(exact.values())
+        logs.update(exact)  # the console and TensorBoard, called after this callback, show them unrounded
         metrics = getattr(self.loss, "pop_metrics", None)
         record = {"step": state.global_step, "epoch": state.epoch, **logs, **exact, **(metrics() if metrics else {})}
         with open(self.path, "a") as handle:

@@ -313,6 +313,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
         model=model, args=args, train_dataset=train_dataset, loss=loss, evaluator=evaluator,
         callbacks=[JsonlLogger(run_dir / "log.jsonl", loss), LossStateCheckpoint(loss), SyncLossGradients(loss)],
     )
+    trainer.callback_handler.callbacks.sort(key=lambda cb: not isinstance(cb, JsonlLogger))  # exact values first
     trainer.data_collator.max_length = recipe.model.max_seq_length  # truncate training batches only
     stopper = GracefulStop()
     trainer.add_callback(stopper)
