@@ -86,7 +86,7 @@ def summary(obj: Any) -> str:
     """The first paragraph of a docstring, on one line."""
     doc = inspect.getdoc(obj) or ""
     text = " ".join(doc.split("\n\n")[0].split())
-    return markdown(text[:-1] if text.endswith("::") else text)
+    return markdown(text.rstrip(":") + "." if text.endswith(":") else text)  # a formula or block followed
 
 
 def references(obj: Any) -> list[str]:
