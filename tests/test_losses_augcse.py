@@ -121,3 +121,16 @@ def test_sample_view_labels_unchanged_as_no_augmentation(tiny_st, tmp_path):
     assert again["label"] == ds["label"]  # fixed for the run (seeded)
     dropped = build_views(Dataset.from_dict({"text": sentences}), [{**spec[0], "drop_unchanged": True}], context)
     assert 2 not in dropped["label"]
+
+
+@pytest.mark.parametrize("recipe", ["augcse-minilm", "augcse-bert-base", "augcse-roberta-base"])
+def test_recipes_leave_symmetry_to_the_variant(recipe):
+    """``variant=negative`` on a built-in recipe is Eq. 1 (one-way), not the recipe's two-way default."""
+    from augcse.losses.augcse import VARIANTS
+    from augcse.recipes.config import load_recipe
+
+    negative = ["loss.params.variant=negative", "data.views[0].label_column=null"]  # Eq. 1 reads no label
+    params = load_recipe(name=recipe, overrides=negative).loss.params
+    assert params.get("symmetric", VARIANTS[params["variant"]].symmetric) is False
+    params = load_recipe(name=recipe).loss.params
+    assert params.get("symmetric", VARIANTS[params["variant"]].symmetric) is True
