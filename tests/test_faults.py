@@ -97,7 +97,8 @@ def test_sigkill_at_random_points_then_resume_equals_uninterrupted(seed, referen
             extra = ("--resume",) if run.exists() and any(run.iterdir()) else ()
         if kills < 3:
             done_steps = max(logged_steps(run), default=0) if (run / "log.jsonl").is_file() else 0
-            finished = kill_at_step(recipe, run, rng.randint(done_steps + 1, STEPS), extra)
+            # killed after its last step but before it finished (saving, evaluating): kill again at once
+            finished = kill_at_step(recipe, run, rng.randint(min(done_steps + 1, STEPS), STEPS), extra)
             kills += not finished
         else:
             subprocess.run(command(recipe, *extra), env=ENV, check=True, capture_output=True, timeout=600)
