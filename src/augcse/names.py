@@ -17,7 +17,9 @@ def suggest(name: str, choices: Iterable[str]) -> str:
     key = _fold(name)
     if key in folded:
         return f" (did you mean {folded[key]!r}?)"
-    close = difflib.get_close_matches(key, list(folded), n=3, cutoff=0.6)
+    # a name cut short ("STSB" for "STSBenchmark") first, then spelling mistakes
+    starts = [c for c in folded if len(key) >= 3 and c.startswith(key)][:3]
+    close = starts or difflib.get_close_matches(key, list(folded), n=3, cutoff=0.6)
     if not close:
         return ""
     names = " or ".join(repr(folded[match]) for match in close)
