@@ -35,3 +35,17 @@ def test_rows_match_lines_and_the_real_file_name_is_printed(tiny_model_dir: Path
     written = tmp_path / "m.npy"
     assert f"to {written}" in capsys.readouterr().out
     assert np.load(written).shape == (3, 32)
+
+
+def test_a_run_folder_is_pointed_to_its_final_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``augcse eval runs/NAME`` (not ``runs/NAME/final``) is one line naming the folder to give."""
+    from augcse.cli import main
+
+    run = tmp_path / "runs" / "quickstart"
+    (run / "final").mkdir(parents=True)
+    (run / "recipe.yaml").write_text("name: quickstart\n")
+    assert main(["eval", str(run), "--tasks", "STSBenchmark"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"give {run / 'final'}" in err[0]
+    assert main(["encode", str(tmp_path), str(run / "recipe.yaml"), "--out", str(tmp_path / "e.npy")]) == 2
+    assert "holds no model" in capsys.readouterr().err and not (tmp_path / "e.npy").exists()

@@ -40,6 +40,11 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
     from augcse.assets import resolve_model
 
     location = resolve_model(name_or_path)
+    folder = Path(location)
+    if folder.is_dir() and not any((folder / f).is_file() for f in ("modules.json", "config.json")):
+        hint = (f"it is a training run: give {folder / 'final'}" if (folder / "final").is_dir()
+                else "give a sentence-transformers or Hugging Face model folder")
+        raise ValueError(f"{folder} holds no model (no modules.json or config.json); {hint}")
     if pooler is None:
         return SentenceTransformer(location)
     from augcse.modules import build_sentence_transformer
