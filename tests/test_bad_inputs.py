@@ -96,3 +96,26 @@ def test_real_command_has_no_traceback(recipe, tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         "augcse train: error: recipe key 'training.num_train_epochs' must be a number, got 'one'"]
+
+
+METHOD_PARAMETERS = [  # (built-in recipe, override, what the one line says): view and loss parameters
+    ("augcse-minilm", "data.views[0].augmentaions=8-aug", "'data.views[0].augmentaions': unknown parameter (did you mean"),
+    ("sda-minilm", "data.views[0].proportion=lots", "'data.views[0].proportion' must be float, got 'lots'"),
+    ("cards-minilm", "data.views[0].sampling=R_random", "must be one of 'R_uniform', 'R_top', 'D_uniform'"),
+    ("sda-minilm", "data.views[0].variant=book", "'data.views[0].variant' must be one of 'code', 'paper'"),
+    ("augcse-minilm", "loss.params.augmentations=8-aug", "expects 9 label classes ('8-aug') but the view writes 7"),
+    ("vascl-minilm", "loss.params.detach=sometimes", "'loss.params.detach' must be bool"),
+]
+
+
+@pytest.mark.parametrize(("recipe", "override", "message"), METHOD_PARAMETERS, ids=[o for _, o, _ in METHOD_PARAMETERS])
+def test_method_parameters_are_refused_before_the_model_loads(recipe, override, message, tmp_path, capsys,
+                                                               monkeypatch):
+    import sentence_transformers
+
+    monkeypatch.setattr(logging.root, "handlers", [logging.NullHandler()])
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", None)  # loading a model would crash
+    code = main(["train", "--recipe", recipe, override, f"output_dir={tmp_path / 'runs'}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "runs").exists()
