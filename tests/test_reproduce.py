@@ -85,9 +85,13 @@ def test_interrupted_reproduction_resumes_and_reports_the_runs_own_scores(tiny_m
     stamp = first.stat().st_mtime_ns
     assert not (out / "simcse" / "reproduce.md").exists()
 
+    stopped = out / "simcse" / "roberta-base-s2"  # as if killed before its first complete checkpoint
+    stopped.mkdir(parents=True, exist_ok=True)
+    (stopped / "log.jsonl").write_text("")
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "bert-base-s1: finished, skipped" in done.stdout
+    assert "roberta-base-s2: stopped before its first complete checkpoint; starting it again" in done.stdout
     assert first.stat().st_mtime_ns == stamp  # the finished run was not trained again
 
     markdown = (out / "simcse" / "reproduce.md").read_text()

@@ -201,13 +201,13 @@ def gpu_hours(run: Run, nproc: int = 1) -> float:
 
 # --------------------------------------------------------------------------- executing
 
-def torchrun_command(run: Run, nproc: int, data_dir: str | None, resume: bool) -> list[str]:
+def torchrun_command(run: Run, nproc: int, data_dir: str | None, resume: bool, restart: bool = False) -> list[str]:
     """``torchrun`` over ``augcse.train`` with the run's fully resolved recipe file."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                "-m", "augcse.train", str(run.run_dir / "reproduce-recipe.yaml")]
     if data_dir:
         command += ["--data-dir", data_dir]
-    return command + (["--resume"] if resume else [])
+    return command + (["--resume"] if resume else []) + (["--overwrite"] if restart else [])
 
 
 def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
@@ -218,10 +218,15 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
     from augcse.train import latest_checkpoint
 
     resume = latest_checkpoint(run.run_dir) is not None
+    # a run stopped before its first complete checkpoint left nothing to keep: the plan owns its folders,
+    # so it starts that run again (a run alive in the folder still holds its lock and is refused)
+    restart = not resume and run.run_dir.is_dir() and any(run.run_dir.iterdir())
+    if restart:
+        print(f"{run.run_dir.name}: stopped before its first complete checkpoint; starting it again", flush=True)
     if nproc > 1:
         run.run_dir.mkdir(parents=True, exist_ok=True)
         (run.run_dir / "reproduce-recipe.yaml").write_text(run.recipe.to_yaml())
-        completed = subprocess.run(torchrun_command(run, nproc, data_dir, resume), check=False)
+        completed = subprocess.run(torchrun_command(run, nproc, data_dir, resume, restart), check=False)
         if completed.returncode == 130:
             return False
         if completed.returncode != 0:
@@ -229,7 +234,7 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
         return True
     from augcse.train import run as train
 
-    return not train(run.recipe, data_dir, resume=resume).get("stopped")
+    return not train(run.recipe, data_dir, resume=resume, overwrite=restart).get("stopped")
 
 
 def _evaluate_model(run: Run, data_dir: str | None) -> None:
