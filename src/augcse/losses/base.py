@@ -161,13 +161,17 @@ class RoleLoss(nn.Module):
         contract = self.contract
         return contract.assign(self.columns(), contract.labels is not None, type(self).__name__)
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+    def by_column(self, sentence_features: Iterable[dict[str, Tensor]]) -> dict[str, dict[str, Tensor]]:
+        """The batch's tokenised columns by name (the bound layout); one line when the counts differ."""
         features = list(sentence_features)
         layout = self.columns()
         if len(features) != len(layout):
             raise RoleError(f"{type(self).__name__} reads the columns {layout} but the batch has {len(features)} "
                             "text columns; call loss.bind(dataset.column_names) with the training dataset")
-        by_column = dict(zip(layout, features))
+        return dict(zip(layout, features))
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+        by_column = self.by_column(sentence_features)
         sources = self.sources()
         pooled = embed_sources(self.model, by_column, [s for src in sources.values() for s in src])
         token_features = {s: by_column[s.lstrip(DROPOUT_COPY)] for s in pooled}

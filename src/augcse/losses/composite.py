@@ -168,12 +168,7 @@ class CompositeLoss(RoleLoss):
         return term_sources(term.contract, spec["inputs"], self.columns(), f"composite term {spec['name']!r}")
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        features = list(sentence_features)
-        layout = self.columns()
-        if len(features) != len(layout):
-            raise RoleError(f"the composite loss reads the columns {layout} but the batch has {len(features)} "
-                            "text columns; call loss.bind(dataset.column_names) with the training dataset")
-        by_column = dict(zip(layout, features))
+        by_column = self.by_column(sentence_features)
         sources = {spec["name"]: self._sources(spec) for spec in self.specs}
         pooled = embed_sources(self.model, by_column, [s for src in sources.values() for v in src.values() for s in v])
         return self.compute_loss(pooled, labels, {s: by_column[s.lstrip(DROPOUT_COPY)] for s in pooled})

@@ -21,7 +21,7 @@ from sentence_transformers.sentence_transformer.losses import (
     DenoisingAutoEncoderLoss,
 )
 
-from augcse.losses.base import Contract, Role, RoleError, RoleLoss
+from augcse.losses.base import Contract, Role, RoleLoss
 
 
 class PeerLoss(RoleLoss):
@@ -58,12 +58,7 @@ class PeerLoss(RoleLoss):
         return Contract(cls.roles, default=tuple(r.name for r in cls.roles))
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        features = list(sentence_features)
-        layout = self.columns()
-        if len(features) != len(layout):
-            raise RoleError(f"{type(self).__name__} reads the columns {layout} but the batch has {len(features)} "
-                            "text columns; call loss.bind(dataset.column_names) with the training dataset")
-        by_column = dict(zip(layout, features))
+        by_column = self.by_column(sentence_features)
         sources = self.sources()
         ordered = [by_column[sources[role.name][0]] for role in self.roles]
         return {self.component: self.peer(ordered, labels)}
