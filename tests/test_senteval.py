@@ -101,3 +101,21 @@ def test_optimisers_match_torch() -> None:
                 q.grad = g[m].clone()
                 ref.step()
             np.testing.assert_allclose(stacked[m].numpy(), q.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_classifiers_ignore_bf16_autocast() -> None:
+    """``augcse eval --bf16`` autocasts the whole evaluation; the classifiers must still train in float32."""
+    from augcse.evaluation.intent import linear_softmax_accuracy
+
+    X, y = _data(300, 32, 5, seed=2)
+    X = X / np.linalg.norm(X, axis=1, keepdims=True)  # unit-norm, as sentence-transformers models often give
+    cpu = torch.device("cpu")
+    train, val, test = (X[:100], y[:100]), (X[100:200], y[100:200]), (X[200:], y[200:])
+    config = MODES["fast"]
+    plain = (linear_softmax_accuracy(train, val, test, 5, device=cpu),
+             senteval.kfold((X[:200], y[:200]), test, config, cpu))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cast = (linear_softmax_accuracy(train, val, test, 5, device=cpu),
+                senteval.kfold((X[:200], y[:200]), test, config, cpu))
+    assert cast[0] == plain[0]
+    _same(cast[1], plain[1])

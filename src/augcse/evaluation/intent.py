@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from augcse.evaluation.clustering import read_labelled_csv
-from augcse.evaluation.senteval import default_device, initial_linear, torch_threads
+from augcse.evaluation.senteval import default_device, full_precision, initial_linear, torch_threads
 from augcse.evaluation.tasks import Encoder, Task, register_task
 from augcse.evaluation.transfer import single_threaded, split_accuracy
 
@@ -60,6 +60,7 @@ VASCL_STEPS, VASCL_EVERY, VASCL_LR, VASCL_BATCH = 1000, 100, 1e-4, 32
 Split = tuple[np.ndarray, np.ndarray]
 
 
+@full_precision
 def linear_softmax_accuracy(
     train: Split, val: Split, test: Split, nclasses: int, seed: int = 0, device: torch.device | None = None
 ) -> dict[str, float]:

@@ -29,6 +29,7 @@ one-by-one run gives (``tests/test_senteval.py`` checks this against
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -101,6 +102,22 @@ def torch_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def full_precision(fn):
+    """Run ``fn`` with autocast off: ``augcse eval --bf16`` autocasts the whole evaluation for the encoder,
+    and these small classifiers must train and predict in float32 (under bf16 autocast VaSCL's classifier
+    stayed at chance level and SentEval's no longer matched the one-by-one loop)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.autocast("cpu", enabled=False))
+            if torch.cuda.is_available():
+                stack.enter_context(torch.autocast("cuda", enabled=False))
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 # --------------------------------------------------------------------------- optimisers
@@ -235,6 +252,7 @@ def _padded(rows: Sequence[np.ndarray], device: torch.device) -> tuple[torch.Ten
     return torch.from_numpy(idx).to(device), torch.from_numpy(mask).to(device)
 
 
+@full_precision
 def fit_jobs(
     X: torch.Tensor, y: torch.Tensor, jobs: Sequence[Job], nclasses: int, config: SentEvalConfig
 ) -> Fitted:
@@ -374,6 +392,7 @@ def _best_l2(scores: Sequence[float]) -> tuple[int, float]:
     return best, float(scores[best])
 
 
+@full_precision
 def inner_kfold(
     X: np.ndarray, y: np.ndarray, config: SentEvalConfig, device: torch.device | None = None,
     dtype: torch.dtype = torch.float32,
@@ -397,6 +416,7 @@ def inner_kfold(
     return Outcome(round(float(np.mean(dev)), 2), round(float(np.mean(test)), 2), chosen, preds)
 
 
+@full_precision
 def kfold(
     train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], config: SentEvalConfig,
     device: torch.device | None = None, dtype: torch.dtype = torch.float32,
@@ -414,6 +434,7 @@ def kfold(
     return Outcome(dev, round(100 * float(np.mean(pred == yte)), 2), [L2_GRID[best]], [pred])
 
 
+@full_precision
 def split_classifier(
     train: tuple[np.ndarray, np.ndarray], dev: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray],
     config: SentEvalConfig, device: torch.device | None = None, dtype: torch.dtype = torch.float32,

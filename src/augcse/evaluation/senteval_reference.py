@@ -21,6 +21,7 @@ from augcse.evaluation.senteval import (
     SentEvalConfig,
     default_device,
     folds,
+    full_precision,
     initial_linear,
 )
 
@@ -89,6 +90,7 @@ def _clf(config, X, y, reg, device, dtype) -> ReferenceLogReg:
     return ReferenceLogReg(config, X.shape[1], int(np.max(y)) + 1, reg, device or default_device(), dtype)
 
 
+@full_precision
 def inner_kfold(X: np.ndarray, y: np.ndarray, config: SentEvalConfig, device=None, dtype=torch.float32) -> Outcome:
     """``InnerKFoldClassifier.run``."""
     dev, test, chosen, preds = [], [], [], []
@@ -111,6 +113,7 @@ def inner_kfold(X: np.ndarray, y: np.ndarray, config: SentEvalConfig, device=Non
     return Outcome(round(float(np.mean(dev)), 2), round(float(np.mean(test)), 2), chosen, preds)
 
 
+@full_precision
 def kfold(train, test, config: SentEvalConfig, device=None, dtype=torch.float32) -> Outcome:
     """``KFoldClassifier.run``."""
     (X, y), (Xte, yte) = train, test
@@ -129,6 +132,7 @@ def kfold(train, test, config: SentEvalConfig, device=None, dtype=torch.float32)
     return Outcome(float(np.max(scores)), round(100 * clf.score(Xte, yte), 2), [optreg], [pred])
 
 
+@full_precision
 def split_classifier(train, dev, test, config: SentEvalConfig, device=None, dtype=torch.float32) -> Outcome:
     """``SplitClassifier.run`` (the chosen L2 is refitted, as SentEval does)."""
     (X, y), (Xdv, ydv), (Xte, yte) = train, dev, test
