@@ -15,7 +15,7 @@ from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Rol
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
-from augcse.losses.peers import PEERS
+from augcse.losses.peers import PEERS, CTLoss, TSDAELoss
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
 from augcse.losses.vascl import VaSCLLoss
@@ -98,6 +98,7 @@ def bind_dataset(loss: RoleLoss, dataset) -> None:
                             f"({labels.spec!r}); build the view and the loss from one augmentation set")
 
 
-__all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CompositeLoss", "Contract", "ContrastiveLoss", "KeyBlock",
-           "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "VaSCLLoss", "bind_dataset",
+__all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CompositeLoss", "Contract", "ContrastiveLoss",
+           "KeyBlock", "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "TSDAELoss", "VaSCLLoss",
+           "bind_dataset",
            "contrast", "info_nce", "register_loss", "symmetric_info_nce", "validate_loss"]

@@ -73,7 +73,24 @@ class PeerLoss(RoleLoss):
 
 class TSDAELoss(PeerLoss):
     """TSDAE: a decoder tied to the encoder rebuilds each sentence from the embedding of its damaged copy
-    (the ``noisy`` column, e.g. the ``tsdae_noise`` view)."""
+    (the ``noisy`` column, e.g. the ``tsdae_noise`` view).
+
+    Example:
+        ::
+
+            from datasets import Dataset
+            from sentence_transformers import SentenceTransformerTrainer
+            from augcse import load_model
+            from augcse.losses import TSDAELoss
+            from augcse.views import ViewContext, build_views
+
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+            corpus = Dataset.from_dict({"text": ["my card was declined at the shop", "how do I reset my pin"]})
+            train = build_views(corpus, [{"name": "tsdae_noise", "del_ratio": 0.6}], ViewContext(model=model))
+            loss = TSDAELoss(model, tie_encoder_decoder=True)
+            loss.bind(train.column_names)  # (noisy, anchor), read by name
+            SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
+    """
 
     wraps = DenoisingAutoEncoderLoss
     roles = (Role("noisy"), Role("anchor"))  # (damaged, original), the order the library's loss reads
@@ -81,7 +98,22 @@ class TSDAELoss(PeerLoss):
 
 class CTLoss(PeerLoss):
     """Contrastive Tension with in-batch negatives: the encoder and an independent copy of it (trained too,
-    dropped after training) embed the same sentence; the batch's other sentences are the negatives."""
+    dropped after training) embed the same sentence; the batch's other sentences are the negatives.
+
+    Example:
+        ::
+
+            from datasets import Dataset
+            from sentence_transformers import SentenceTransformerTrainer
+            from augcse import load_model
+            from augcse.losses import CTLoss
+
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+            train = Dataset.from_dict({"anchor": ["my card was declined at the shop", "how do I reset my pin"]})
+            loss = CTLoss(model, scale=20.0)
+            loss.bind(train.column_names)
+            SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
+    """
 
     wraps = ContrastiveTensionLossInBatchNegatives
     roles = (Role("anchor"),)
