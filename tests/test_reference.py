@@ -93,3 +93,16 @@ def test_args_sections_with_several_names_and_continuation_lines() -> None:
         """
 
     assert reference.docstring_args(fn) == {"a": "first line continued.", "b": "shared `code`.", "c": "shared `code`."}
+
+
+def test_the_reference_does_not_depend_on_import_order() -> None:
+    """Tasks register as their modules are imported; the document lists them in one order all the same."""
+    import subprocess
+    import sys
+
+    def generated_after(modules: str) -> str:
+        code = (f"import importlib\nfor m in {modules.split()!r}: importlib.import_module('augcse.evaluation.' + m)\n"
+                "from augcse.recipes import reference\nprint(reference.reference(), end='')")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+
+    assert generated_after("geometry intent clustering transfer sts") == generated_after("sts transfer")

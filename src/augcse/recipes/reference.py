@@ -318,19 +318,32 @@ def poolers_section() -> list[str]:
             *table(["pooler", "pooling", "hidden states averaged", "train-only head"], rows)]
 
 
+TASK_MODULES = ("sts", "transfer", "clustering", "intent", "geometry")  # the order of load_builtin_tasks
+
+
 def tasks_section() -> list[str]:
     from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks
 
     load_builtin_tasks()
+    # the registry's order depends on which module a process imported first: the document must not
+    registered = list(TASKS)
+
+    def place(name: str) -> tuple[int, int]:
+        module = type(TASKS[name]).__module__.rsplit(".", 1)[-1]
+        return (TASK_MODULES.index(module) if module in TASK_MODULES else len(TASK_MODULES), registered.index(name))
+
+    tasks = sorted(TASKS, key=place)
+    suites = {s: sorted(names, key=place) for s, names in SUITES.items()}
+    suites = dict(sorted(suites.items(), key=lambda item: (item[0] != "all", place(item[1][0]) if item[1] else (0, 0))))
     out = ["## Evaluation tasks", "",
            "`eval.dev` (model selection: only a task's selection score, never a test split, is read), "
            "`eval.before` and `eval.after` take a comma list of task and suite names (any case); `auto` is "
            "described under [`eval`](#eval). The same names work with `augcse eval --tasks`.", "",
-           *table(["suite", "tasks"], [(f"`{s}`", ", ".join(names)) for s, names in SUITES.items()]),
+           *table(["suite", "tasks"], [(f"`{s}`", ", ".join(names)) for s, names in suites.items()]),
            *table(["task", "suites", "main metric", "selection metric", "what"],
-                  [(f"`{name}`", ", ".join(task.suites), f"`{task.main_metric}`",
-                    f"`{task.selection_metric}`" if task.selection_metric else "—", summary(type(task)))
-                   for name, task in TASKS.items()])]
+                  [(f"`{name}`", ", ".join(TASKS[name].suites), f"`{TASKS[name].main_metric}`",
+                    f"`{TASKS[name].selection_metric}`" if TASKS[name].selection_metric else "—",
+                    summary(type(TASKS[name]))) for name in tasks])]
     return out
 
 
