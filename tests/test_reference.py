@@ -106,3 +106,12 @@ def test_the_reference_does_not_depend_on_import_order() -> None:
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
 
     assert generated_after("geometry intent clustering transfer sts") == generated_after("sts transfer")
+
+
+def test_a_task_made_for_a_users_file_stays_out_of_the_reference(tmp_path) -> None:
+    from augcse.evaluation.tasks import resolve_tasks
+
+    sample = tmp_path / "sample.csv"
+    sample.write_text("text,label\na b,0\nc d,1\n")
+    resolve_tasks(f"clustering:{sample}")
+    assert str(sample) not in reference.reference()

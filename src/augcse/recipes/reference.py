@@ -332,13 +332,15 @@ def tasks_section() -> list[str]:
         module = type(TASKS[name]).__module__.rsplit(".", 1)[-1]
         return (TASK_MODULES.index(module) if module in TASK_MODULES else len(TASK_MODULES), registered.index(name))
 
-    tasks = sorted(TASKS, key=place)
+    tasks = sorted((n for n in TASKS if ":" not in n), key=place)  # not the `clustering:PATH` a process made
     suites = {s: sorted(names, key=place) for s, names in SUITES.items()}
     suites = dict(sorted(suites.items(), key=lambda item: (item[0] != "all", place(item[1][0]) if item[1] else (0, 0))))
     out = ["## Evaluation tasks", "",
            "`eval.dev` (model selection: only a task's selection score, never a test split, is read), "
            "`eval.before` and `eval.after` take a comma list of task and suite names (any case); `auto` is "
-           "described under [`eval`](#eval). The same names work with `augcse eval --tasks`.", "",
+           "described under [`eval`](#eval). The same names work with `augcse eval --tasks`. "
+           "`clustering:PATH` scores K-means on your own `text,label` CSV (in no suite; never a selection "
+           "score).", "",
            *table(["suite", "tasks"], [(f"`{s}`", ", ".join(names)) for s, names in suites.items()]),
            *table(["task", "suites", "main metric", "selection metric", "what"],
                   [(f"`{name}`", ", ".join(TASKS[name].suites), f"`{TASKS[name].main_metric}`",
