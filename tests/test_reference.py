@@ -44,7 +44,7 @@ def test_every_registered_name_is_in_the_reference(generated: str) -> None:
     headings = set(generated.splitlines())
     for name in [*LOSSES, *VIEWS]:
         assert f"### `{name}`" in headings, name
-    for name in [*POOLERS, *TASKS, *builtin_recipes()]:
+    for name in [*POOLERS, *(t for t in TASKS if ":" not in t), *builtin_recipes()]:  # not a user file's task
         assert f"| `{name}` |" in generated, name
 
 
