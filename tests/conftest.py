@@ -70,3 +70,20 @@ def tiny_st(tiny_model_dir: Path):
 
     transformer = Transformer(str(tiny_model_dir), max_seq_length=32)
     return SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")])
+
+
+def tiny_cls_recipe(tmp_path: Path, tiny_model_dir: Path, data_dir: Path, name: str, eval_: dict,
+                    training: dict) -> Path:
+    """A recipe file for a few steps of SimCSE on the tiny model (CLS pooler, its MLP head) over 40 corpus lines."""
+    import yaml
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join((data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:40]))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": name, "output_dir": str(tmp_path / "runs"),
+        "model": {"backbone": str(tiny_model_dir), "pooler": "cls", "max_seq_length": 16},
+        "data": {"corpus": str(corpus), "limit": 32}, "eval": eval_,
+        "training": {"per_device_train_batch_size": 8, "logging_steps": 1, **training},
+    }))
+    return recipe

@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import tiny_cls_recipe
 
 from augcse.cli import COMMANDS, main
 
@@ -114,16 +114,9 @@ def test_a_tiny_run_warns_of_nothing_augcse_causes(tmp_path: Path, tiny_model_di
     from augcse.recipes.reference import training_defaults
     from augcse.train import run
 
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join((data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:40]))
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "name": "quiet", "output_dir": str(tmp_path / "runs"),
-        "model": {"backbone": str(tiny_model_dir), "pooler": "cls", "max_seq_length": 16},
-        "data": {"corpus": str(corpus), "limit": 32},
-        "eval": {"dev": "STSBenchmark-dev-original", "before": None, "after": None},
-        "training": {"per_device_train_batch_size": 8, "max_steps": 2, "logging_steps": 1, "eval_steps": 2},
-    }))
+    recipe = tiny_cls_recipe(tmp_path, tiny_model_dir, data_dir, "quiet",
+                             {"dev": "STSBenchmark-dev-original", "before": None, "after": None},
+                             {"max_steps": 2, "eval_steps": 2})
     ours = {row[0].strip("`") for row in training_defaults()} | {"warmup_ratio", "warmup_steps"}
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
         warnings.simplefilter("always")

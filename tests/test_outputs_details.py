@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import yaml
+from conftest import tiny_cls_recipe
 
 from augcse.losses import LOSSES
 from augcse.model_card import exact_training_losses, render_html, write_model_card
@@ -91,16 +92,8 @@ def test_tensorboard_and_console_get_the_loss_components_unrounded(tmp_path: Pat
 
     from augcse.train import run
 
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join((data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:40]))
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "name": "exact", "output_dir": str(tmp_path / "runs"),
-        "model": {"backbone": str(tiny_model_dir), "pooler": "cls", "max_seq_length": 16},
-        "data": {"corpus": str(corpus), "limit": 32}, "eval": {"dev": None, "before": None, "after": None},
-        "training": {"per_device_train_batch_size": 8, "max_steps": 3, "logging_steps": 1,
-                     "report_to": ["tensorboard"], "save_strategy": "no"},
-    }))
+    recipe = tiny_cls_recipe(tmp_path, tiny_model_dir, data_dir, "exact", {"dev": None, "before": None, "after": None},
+                             {"max_steps": 3, "report_to": ["tensorboard"], "save_strategy": "no"})
     run(load_recipe(str(recipe), None, []), data_dir)
     folder = tmp_path / "runs" / "exact"
     exact = [json.loads(line)["contrastive"] for line in (folder / "log.jsonl").read_text().splitlines()
