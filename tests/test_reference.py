@@ -44,7 +44,7 @@ def test_every_registered_name_is_in_the_reference(generated: str) -> None:
     headings = set(generated.splitlines())
     for name in [*LOSSES, *VIEWS]:
         assert f"### `{name}`" in headings, name
-    for name in [*POOLERS, *(t for t in TASKS if ":" not in t), *builtin_recipes()]:  # not a user file's task
+    for name in [*POOLERS, *TASKS, *builtin_recipes()]:
         assert f"| `{name}` |" in generated, name
 
 
@@ -108,10 +108,21 @@ def test_the_reference_does_not_depend_on_import_order() -> None:
     assert generated_after("geometry intent clustering transfer sts") == generated_after("sts transfer")
 
 
-def test_a_task_made_for_a_users_file_stays_out_of_the_reference(tmp_path) -> None:
-    from augcse.evaluation.tasks import resolve_tasks
+def test_a_task_made_for_a_users_file_stays_out_of_the_registry(tmp_path, monkeypatch) -> None:
+    from augcse.evaluation.tasks import SUITES, TASKS, get_task, resolve_tasks
 
     sample = tmp_path / "sample.csv"
     sample.write_text("text,label\na b,0\nc d,1\n")
-    resolve_tasks(f"clustering:{sample}")
+    before = (dict(TASKS), {k: list(v) for k, v in SUITES.items()})
+    assert resolve_tasks(f"clustering:{sample}") == [f"clustering:{sample}"]
+    assert get_task(f"clustering:{sample}").load(None)["texts"] == ["a b", "c d"]
+    assert (dict(TASKS), {k: list(v) for k, v in SUITES.items()}) == before
     assert str(sample) not in reference.reference()
+    # the same relative name from another folder is that folder's file, not the first one seen
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sample.csv").write_text("text,label\ne f,0\ng h,1\n")
+    monkeypatch.chdir(tmp_path)
+    assert get_task("clustering:sample.csv").load(None)["texts"] == ["a b", "c d"]
+    monkeypatch.chdir(other)
+    assert get_task("clustering:sample.csv").load(None)["texts"] == ["e f", "g h"]

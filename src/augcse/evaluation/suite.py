@@ -15,7 +15,7 @@ from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 from tqdm.auto import tqdm
 
 from augcse.evaluation.encoding import EmbeddingCache
-from augcse.evaluation.tasks import TASKS, is_average, load_builtin_tasks, resolve_tasks
+from augcse.evaluation.tasks import TASKS, get_task, is_average, load_builtin_tasks, resolve_tasks
 
 
 def run_tasks(
@@ -46,18 +46,18 @@ def run_tasks(
         scores = main_scores(results)  # {"STSBenchmark-dev-original": 86.…, "dev_avg": 86.…}
         assert 0 < scores["STSBenchmark-dev-original"] <= 100
     """
-    names = resolve_tasks(tasks)
+    by_name = {name: get_task(name) for name in resolve_tasks(tasks)}
     root = Path(data_dir) if data_dir is not None else None
     cache = cache or EmbeddingCache(model, batch_size=batch_size, show_progress=progress)
-    loaded = {name: TASKS[name].load(root) for name in names}
-    union = [s for name in names for s in TASKS[name].sentences(loaded[name])]
+    loaded = {name: task.load(root) for name, task in by_name.items()}
+    union = [s for name, task in by_name.items() for s in task.sentences(loaded[name])]
     cache.prefetch(union, desc="encoding")
     results: dict[str, dict[str, float]] = {}
-    bar = tqdm(names, desc="tasks", disable=not progress, leave=False)
+    bar = tqdm(by_name, desc="tasks", disable=not progress, leave=False)
     for name in bar:
         bar.set_postfix_str(name)
         start = time.perf_counter()
-        scores = TASKS[name].evaluate(cache, loaded[name], fast=fast, seed=seed)
+        scores = by_name[name].evaluate(cache, loaded[name], fast=fast, seed=seed)
         scores["seconds"] = time.perf_counter() - start
         results[name] = scores
     return results
@@ -65,7 +65,7 @@ def run_tasks(
 
 def main_scores(results: dict[str, dict[str, float]]) -> dict[str, float]:
     """``{task: headline score}`` plus suite averages (``sts_avg``, ``transfer_avg``…), as plain floats."""
-    return with_suite_averages({name: float(scores[TASKS[name].main_metric]) for name, scores in results.items()})
+    return with_suite_averages({name: float(scores[get_task(name).main_metric]) for name, scores in results.items()})
 
 
 def with_suite_averages(scores: dict[str, float]) -> dict[str, float]:
@@ -88,13 +88,14 @@ def with_suite_averages(scores: dict[str, float]) -> dict[str, float]:
 def selection_metrics(names: Sequence[str]) -> dict[str, str]:
     """``{task: selection metric}``; ValueError naming every task that has no score free of test data."""
     load_builtin_tasks()
-    missing = [n for n in names if TASKS[n].selection_metric is None]
+    metric = {n: get_task(n).selection_metric for n in names}
+    missing = [n for n, m in metric.items() if m is None]
     if missing:
         raise ValueError(
             f"model selection needs a dev or held-out score, and {', '.join(missing)} only score(s) a test "
             f"split; use a dev task (e.g. STSBenchmark-dev) or the transfer/intent tasks"
         )
-    return {n: str(TASKS[n].selection_metric) for n in names}
+    return {n: str(m) for n, m in metric.items()}
 
 
 class SuiteEvaluator(BaseEvaluator):
@@ -135,6 +136,7 @@ class SuiteEvaluator(BaseEvaluator):
     ) -> None:
         super().__init__()
         self.task_names = resolve_tasks(tasks)
+        self._tasks = {n: get_task(n) for n in self.task_names}
         self.selection = selection_metrics(self.task_names)
         self.data_dir = data_dir
         self.fast = fast
@@ -142,14 +144,14 @@ class SuiteEvaluator(BaseEvaluator):
         self.name = name
         self.primary_metric = "score"
         root = Path(data_dir) if data_dir is not None else None
-        self._data: dict[str, Any] = {n: TASKS[n].load(root) for n in self.task_names}
+        self._data: dict[str, Any] = {n: task.load(root) for n, task in self._tasks.items()}
 
     def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
         cache = EmbeddingCache(model, batch_size=self.batch_size)
-        cache.prefetch([s for n in self.task_names for s in TASKS[n].sentences(self._data[n])])
-        results = {n: TASKS[n].evaluate(cache, self._data[n], fast=self.fast) for n in self.task_names}
+        cache.prefetch([s for n, task in self._tasks.items() for s in task.sentences(self._data[n])])
+        results = {n: task.evaluate(cache, self._data[n], fast=self.fast) for n, task in self._tasks.items()}
         metrics = {
-            n if key == TASKS[n].main_metric else f"{n}/{key}": float(results[n][key])
+            n if key == self._tasks[n].main_metric else f"{n}/{key}": float(results[n][key])
             for n, key in self.selection.items()
         }
         metrics["score"] = sum(metrics.values()) / len(metrics)

@@ -71,7 +71,8 @@ def is_average(key: str) -> bool:
 
 
 def resolve_tasks(spec: str | Sequence[str]) -> list[str]:
-    """Task names from a comma-separated list of task and suite names (case-insensitive)."""
+    """Task names from a comma-separated list of task and suite names (case-insensitive); look them up
+    with :func:`get_task`."""
     load_builtin_tasks()
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     by_lower = {name.lower(): name for name in TASKS}
@@ -82,8 +83,7 @@ def resolve_tasks(spec: str | Sequence[str]) -> list[str]:
         kind, colon, path = raw.partition(":")
         if colon and kind.lower() in FILE_TASKS:
             name = f"{kind.lower()}:{path}"
-            if name not in TASKS:
-                register_task(FILE_TASKS[kind.lower()](path))
+            get_task(name)  # a missing or malformed file is refused here
             names = [name]
         elif raw.lower() in SUITES:
             names = SUITES[raw.lower()]
@@ -96,6 +96,22 @@ def resolve_tasks(spec: str | Sequence[str]) -> list[str]:
                              f"tasks: {', '.join(TASKS)}; suites: {', '.join(SUITES)}")
         out += [n for n in names if n not in out]
     return out
+
+
+def get_task(name: str) -> Task:
+    """The registered task ``name``, or a task built for a user's file (``clustering:PATH``).
+
+    A file's task is built afresh on every call and never registered: it would otherwise join the
+    listing, suites and reference of the whole process, and a later call from another working directory
+    would score the first file of that relative name.
+    """
+    load_builtin_tasks()
+    if name in TASKS:
+        return TASKS[name]
+    kind, colon, path = name.partition(":")
+    if colon and kind in FILE_TASKS:
+        return FILE_TASKS[kind](path)
+    raise KeyError(f"no task {name!r}")
 
 
 def load_builtin_tasks() -> None:

@@ -332,7 +332,7 @@ def tasks_section() -> list[str]:
         module = type(TASKS[name]).__module__.rsplit(".", 1)[-1]
         return (TASK_MODULES.index(module) if module in TASK_MODULES else len(TASK_MODULES), registered.index(name))
 
-    tasks = sorted((n for n in TASKS if ":" not in n), key=place)  # not the `clustering:PATH` a process made
+    tasks = sorted(TASKS, key=place)
     suites = {s: sorted(names, key=place) for s, names in SUITES.items()}
     suites = dict(sorted(suites.items(), key=lambda item: (item[0] != "all", place(item[1][0]) if item[1] else (0, 0))))
     out = ["## Evaluation tasks", "",
