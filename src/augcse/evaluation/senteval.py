@@ -270,7 +270,7 @@ def _fit_jobs(X: torch.Tensor, y: torch.Tensor, jobs: Sequence[Job], nclasses: i
     groups = _groups(jobs, config.seed)
     n_groups, slots, d, C = len(groups), max(len(g.jobs) for g in groups), X.shape[1], nclasses
     init = initial_linear(d, C, config.seed).to(device, dtype)
-    W = init.weight.detach().T.repeat(n_groups, 1, slots).contiguous()  # (G, d, slots*C)
+    W = init.weight.detach().repeat(n_groups, slots, 1).contiguous()  # (G, slots*C, d): one row per class
     b = init.bias.detach().repeat(n_groups, slots).contiguous()  # (G, slots*C)
     l2 = torch.zeros(n_groups, slots, dtype=dtype, device=device)
     real = torch.zeros(n_groups, slots, dtype=torch.bool, device=device)
@@ -295,7 +295,7 @@ def _fit_jobs(X: torch.Tensor, y: torch.Tensor, jobs: Sequence[Job], nclasses: i
         improved = act & (correct > best[live])
         best[live] = torch.where(improved, correct, best[live])
         keep_w = improved.repeat_interleave(C, dim=1)
-        best_W[live] = torch.where(keep_w[:, None, :], W, best_W[live])
+        best_W[live] = torch.where(keep_w[:, :, None], W, best_W[live])
         best_b[live] = torch.where(keep_w, b, best_b[live])
         stale = act & ~improved
         stop = stale & (waited[live] >= config.tenacity)
@@ -309,8 +309,23 @@ def _fit_jobs(X: torch.Tensor, y: torch.Tensor, jobs: Sequence[Job], nclasses: i
     return _collect(groups, jobs, best_W, best_b, best, dev_mask, C)
 
 
+def _gather(X: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``X[idx]`` for a 2-D index; ``index_select`` on the flat index is ~4x faster on a CPU."""
+    return X.index_select(0, idx.reshape(-1)).view(*idx.shape, X.shape[1])
+
+
+def _softmax(logits: torch.Tensor) -> torch.Tensor:
+    """Softmax over the (2–6) classes; spelled out, it is ~4x faster than ``Tensor.softmax`` on so short a dim."""
+    e = (logits - logits.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
 def _train_epoch(X, y, groups: list[_Group], W, b, l2, optim, batch_size: int, C: int) -> None:
-    """One pass over each group's training rows, in the group's own permutation, batch by batch."""
+    """One pass over each group's training rows, in the group's own permutation, batch by batch.
+
+    ``W`` is ``(G, slots*C, d)``: with the feature axis last both products below are plain row-major
+    matrix products, 2-4x faster than with ``(G, d, slots*C)`` for these thin outputs.
+    """
     orders = [g.train[g.rng.permutation(len(g.train))] for g in groups]
     steps = max(math.ceil(len(o) / batch_size) for o in orders)
     idx, mask = _padded(orders, X.device)
@@ -318,20 +333,20 @@ def _train_epoch(X, y, groups: list[_Group], W, b, l2, optim, batch_size: int, C
     if pad:
         idx = torch.nn.functional.pad(idx, (0, pad))
         mask = torch.nn.functional.pad(mask, (0, pad))
-    G, slots = W.shape[0], W.shape[2] // C
+    G, slots = W.shape[0], W.shape[1] // C
     idx, mask = idx.view(G, steps, batch_size), mask.view(G, steps, batch_size)
     for s in range(steps):
         rows_idx, valid = idx[:, s], mask[:, s]
         count = valid.sum(1)
         running = count > 0
-        xb, yb = X[rows_idx], y[rows_idx]  # (G, B, d), (G, B)
-        logits = torch.baddbmm(b.unsqueeze(1), xb, W).view(G, batch_size, slots, C)
-        grad = logits.softmax(-1)
+        xb, yb = _gather(X, rows_idx), y[rows_idx]  # (G, B, d), (G, B)
+        logits = torch.baddbmm(b.unsqueeze(1), xb, W.transpose(1, 2)).view(G, batch_size, slots, C)
+        grad = _softmax(logits)
         grad.scatter_add_(-1, yb.view(G, batch_size, 1, 1).expand(G, batch_size, slots, 1),
                           torch.full((G, batch_size, slots, 1), -1.0, dtype=grad.dtype, device=grad.device))
         weight = valid.to(grad.dtype) / count.clamp(min=1).to(grad.dtype).unsqueeze(1)  # mean cross-entropy
         grad = (grad * weight.view(G, batch_size, 1, 1)).view(G, batch_size, slots * C)
-        gW = torch.bmm(xb.transpose(1, 2), grad) + l2.unsqueeze(1) * W
+        gW = torch.bmm(grad.transpose(1, 2), xb) + l2.unsqueeze(2) * W
         gb = grad.sum(1) + l2 * b
         if bool(running.all()):
             optim.step([W, b], [gW, gb], None)
@@ -342,19 +357,19 @@ def _train_epoch(X, y, groups: list[_Group], W, b, l2, optim, batch_size: int, C
 
 def _correct(X, y, dev_idx, dev_mask, W, b, C: int) -> torch.Tensor:
     """Correct validation predictions per model, ``(G, slots)``."""
-    G, slots = W.shape[0], W.shape[2] // C
+    G, slots = W.shape[0], W.shape[1] // C
     correct = torch.zeros(G, slots, dtype=torch.long, device=W.device)
     chunk = 1024
     for start in range(0, dev_idx.shape[1], chunk):
         idx, mask = dev_idx[:, start : start + chunk], dev_mask[:, start : start + chunk]
-        logits = torch.baddbmm(b.unsqueeze(1), X[idx], W).view(G, idx.shape[1], slots, C)
+        logits = torch.baddbmm(b.unsqueeze(1), _gather(X, idx), W.transpose(1, 2)).view(G, idx.shape[1], slots, C)
         hit = (logits.argmax(-1) == y[idx].unsqueeze(-1)) & mask.unsqueeze(-1)
         correct += hit.sum(1)
     return correct
 
 
 def _collect(groups, jobs, best_W, best_b, best, dev_mask, C: int) -> Fitted:
-    d = best_W.shape[1]
+    d = best_W.shape[2]
     weight = torch.empty(len(jobs), d, C, dtype=best_W.dtype, device=best_W.device)
     bias = torch.empty(len(jobs), C, dtype=best_W.dtype, device=best_W.device)
     devacc = np.zeros(len(jobs))
@@ -362,7 +377,7 @@ def _collect(groups, jobs, best_W, best_b, best, dev_mask, C: int) -> Fitted:
     best_np = best.cpu().numpy()
     for g, group in enumerate(groups):
         for s, j in enumerate(group.jobs):
-            weight[j] = best_W[g, :, s * C : (s + 1) * C]
+            weight[j] = best_W[g, s * C : (s + 1) * C].T
             bias[j] = best_b[g, s * C : (s + 1) * C]
             devacc[j] = best_np[g, s] / n_dev[g]
     return Fitted(weight, bias, devacc)
