@@ -49,3 +49,14 @@ def test_a_run_folder_is_pointed_to_its_final_model(tmp_path: Path, capsys: pyte
     assert len(err) == 1 and f"give {run / 'final'}" in err[0]
     assert main(["encode", str(tmp_path), str(run / "recipe.yaml"), "--out", str(tmp_path / "e.npy")]) == 2
     assert "holds no model" in capsys.readouterr().err and not (tmp_path / "e.npy").exists()
+
+
+def test_another_pooler_keeps_the_published_token_maximum(minilm_path: Path, tiny_model_dir: Path) -> None:
+    """Rebuilding a sentence-transformers model with a named pooler keeps its own maximum (not the tokenizer's)."""
+    from augcse.encode import load_model
+    from augcse.modules import build_sentence_transformer
+
+    # all-MiniLM-L6-v2 is published with 256 tokens; its tokenizer says 512
+    assert load_model(str(minilm_path), pooler="cls").max_seq_length == 256
+    plain = build_sentence_transformer(str(tiny_model_dir), "avg", max_seq_length=None)
+    assert plain.max_seq_length == plain.tokenizer.model_max_length == 512  # a plain encoder: its tokenizer's

@@ -14,7 +14,9 @@ Every pooler is built from sentence-transformers' own modules, so a saved model 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -52,13 +54,39 @@ POOLERS: dict[str, Pooler] = {
 }
 
 
+def published_max_seq_length(backbone: str) -> int | None:
+    """The token maximum a sentence-transformers model was published with (its ``sentence_bert_config.json``).
+
+    None for a plain Hugging Face encoder, which then gets its tokenizer's maximum. A Hub name is
+    looked up in the Hub (cache first); when that fails the answer is None too.
+    """
+    config = Path(backbone, "sentence_bert_config.json")
+    if not Path(backbone).is_dir():
+        try:
+            from huggingface_hub import hf_hub_download
+
+            config = Path(hf_hub_download(backbone, "sentence_bert_config.json"))
+        except (OSError, ValueError):  # no such file in the repository, offline, not a repository name
+            return None
+    if not config.is_file():
+        return None
+    value = json.loads(config.read_text(encoding="utf-8")).get("max_seq_length")
+    return int(value) if value else None
+
+
 def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_length: int | None = 32):
-    """A SentenceTransformer of the Hugging Face encoder ``backbone`` with the named ``pooler``."""
+    """A SentenceTransformer of the Hugging Face encoder ``backbone`` with the named ``pooler``.
+
+    ``max_seq_length=None`` keeps the backbone's own maximum: the published one of a sentence-transformers
+    model (all-MiniLM-L6-v2: 256, not its tokenizer's 512), else the tokenizer's.
+    """
     from sentence_transformers import SentenceTransformer
 
     if pooler not in POOLERS:
         raise ValueError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
     spec = POOLERS[pooler]
+    if max_seq_length is None:
+        max_seq_length = published_max_seq_length(backbone)
     config_kwargs = {"output_hidden_states": True} if spec.layers is not None else None
     transformer = Transformer(backbone, max_seq_length=max_seq_length, config_kwargs=config_kwargs)
     num_layers = int(transformer.auto_model.config.num_hidden_layers)
