@@ -6,7 +6,10 @@ SentEval (``senteval/tools/classifier.py`` and ``validation.py``) fits a logisti
 - each model is seeded with 1111 (``numpy`` and ``torch``): the same initial weights, and one
   ``numpy`` permutation of the training rows per epoch drawn from a fresh ``RandomState(1111)``;
 - mean cross-entropy, ``torch.optim`` Adam (test mode) or RMSprop (fast mode) with their default
-  learning rates and ``weight_decay`` = the L2 value on weights and bias;
+  learning rates and ``weight_decay`` = the L2 value on weights and bias. (SentEval sets
+  ``loss_fn.size_average = False`` after building ``nn.CrossEntropyLoss``; since PyTorch 0.4.1 the loss
+  reads ``reduction`` and ignores that attribute, so the papers, run on PyTorch >= 1.x, trained on the
+  mean, as here);
 - ``epoch_size`` epochs between two evaluations on the validation data; the best model is kept,
   and training stops after ``tenacity + 1`` evaluations that did not improve (the counter is
   never reset) or when 200 epochs have passed;
