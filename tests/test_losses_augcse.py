@@ -123,7 +123,8 @@ def test_sample_view_labels_unchanged_as_no_augmentation(tiny_st, tmp_path):
     assert 2 not in dropped["label"]
 
 
-@pytest.mark.parametrize("recipe", ["augcse-minilm", "augcse-bert-base", "augcse-roberta-base"])
+@pytest.mark.parametrize("recipe", ["augcse-minilm", "augcse-bert-base", "augcse-roberta-base",
+                                    "augcse-bert-base-transfer", "augcse-roberta-base-transfer"])
 def test_recipes_leave_symmetry_to_the_variant(recipe):
     """``variant=negative`` on a built-in recipe is Eq. 1 (one-way), not the recipe's two-way default."""
     from augcse.losses.augcse import VARIANTS

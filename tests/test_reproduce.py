@@ -31,7 +31,10 @@ def test_dry_run_lists_every_row_with_its_published_figures(paper, tmp_path, cap
         if row.trained:
             assert f"{tmp_path}/{paper}/{row.name}-s1 " in out and f"{row.name}-s2 " in out
         for ref in map(published, row.published):
-            assert f"{ref.id} (" in out and f"sts_avg {ref.scores['sts_avg']:.2f}" in out
+            (line,) = [x for x in out.splitlines() if x.strip().startswith(f"{row.name}: {ref.id} (")]
+            for suite in row.suites:  # a row is shown with the published averages of its own suites only
+                assert f"{suite}_avg {ref.scores[f'{suite}_avg']:.2f}" in line
+            assert "transfer_avg" not in line or "transfer" in row.suites
     assert re.search(r"GPU-hours still to run: \d+\.\d at 417 sentences/s", out)
     assert not list(tmp_path.iterdir())  # a dry run writes nothing
 
@@ -127,3 +130,27 @@ def test_released_checkpoint_is_evaluated_with_its_published_pooler(tiny_model_d
     score = json.loads((run_dir / "eval.json").read_text())["after"]["STSBenchmark"]
     cells = _cells(capsys.readouterr().out, "unsup-simcse-bert-base-uncased", "STSBenchmark")
     assert cells[3] == f"{score:.2f}" and cells[6] == "76.85" and cells[8] == f"{score - 76.85:+.2f}"
+
+
+def test_augcse_transfer_rows_are_the_table_11_setting_selected_on_transfer_dev(tmp_path):
+    """AugCSE's transfer figures come from their own setting (Table 11) and checkpoint: rows of their own,
+    selected on the mean transfer devacc, held to the transfer columns only."""
+    from augcse.evaluation.suite import selection_metrics
+    from augcse.evaluation.tasks import resolve_tasks
+    from augcse.reproduce import table_lines
+
+    rows = {row.name: row for row in papers()["augcse"].rows}
+    table_11 = {"bert-base-transfer": (1e-4, 2e-5), "roberta-base-transfer": (1e-2, 7e-6)}
+    for name, (weight, lr) in table_11.items():
+        row = rows[name]
+        assert row.suites == ("transfer",) and rows[name.removesuffix("-transfer")].suites == ("sts",)
+        (run,) = plan(papers()["augcse"], [row], [1], tmp_path, [])
+        recipe = run.recipe
+        assert recipe.loss.params["discriminator_weight"] == weight and recipe.training["learning_rate"] == lr
+        assert recipe.eval.dev == "transfer" and recipe.eval.after == "transfer"
+        assert set(selection_metrics(resolve_tasks(recipe.eval.dev)).values()) == {"devacc"}
+        run.run_dir.mkdir(parents=True)
+        (run.run_dir / "summary.json").write_text("{}")
+        (run.run_dir / "eval.json").write_text(json.dumps({"after": {"MR": 80.0, "transfer_avg": 85.0}}))
+        tasks = {line.task for line in table_lines([run])}
+        assert tasks == {"MR", "transfer_avg"}  # no STS column for a transfer-only setting

@@ -122,3 +122,23 @@ def test_transfer_tasks_run_fast_on_tiny_encoder(data_dir: Path) -> None:
     task = TASKS["TREC"]
     result = task.evaluate(encode, task.load(data_dir), fast=True)
     assert 40 < result["acc"] <= 100 and 40 < result["devacc"] <= 100
+
+
+def test_selection_during_training_reads_no_test_score(tiny_st, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``eval.dev: transfer`` (AugCSE's Table 11 selection) ranks checkpoints on the mean transfer devacc:
+    every test-split score is poisoned here, and the selection score must not see any of them."""
+    from augcse.evaluation.suite import SuiteEvaluator
+
+    names = resolve_tasks("transfer")
+    dev = {name: 50.0 + i for i, name in enumerate(names)}
+    for name in names:
+        task = TASKS[name]
+        monkeypatch.setattr(task, "load", lambda root: {})
+        monkeypatch.setattr(task, "sentences", lambda data: ["a short sentence"])
+        monkeypatch.setattr(task, "evaluate", lambda encode, data, fast=False, seed=0, _n=name:
+                            {"acc": -1e6, "f1": -1e6, "devacc": dev[_n]})
+    evaluator = SuiteEvaluator("transfer", None, name="dev")
+    assert evaluator.selection == {name: "devacc" for name in names}
+    metrics = evaluator(tiny_st)
+    assert metrics["dev_score"] == pytest.approx(sum(dev.values()) / len(dev))
+    assert all(value > 0 for value in metrics.values())  # no -1e6 test score anywhere

@@ -27,6 +27,7 @@ from augcse.published import Published, Reported, published
 from augcse.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
 
 DEFAULT_SEEDS = (1, 11, 42, 68, 421)
+PAPER_SUITES = ("sts", "transfer")  # the papers' tables: 7 STS tasks, 7 SentEval transfer tasks
 RESERVED_KEYS = {"name": "the run names come from the rows", "seed": "use --seeds", "output_dir": "use --output"}
 
 
@@ -47,7 +48,7 @@ class Row:
     recipe: str | None = None
     overrides: tuple[str, ...] = ()
     evaluate: Evaluate | None = None
-    transfer: bool = False
+    suites: tuple[str, ...] = ("sts",)  # what the row is evaluated on and held to
     main: bool = True
 
     @property
@@ -55,7 +56,7 @@ class Row:
         return self.recipe is not None
 
     def tasks(self) -> str:
-        return "sts,transfer" if self.transfer else "sts"
+        return ",".join(self.suites)
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,11 @@ def _row(paper: str, spec: dict[str, Any]) -> Row:
     row = Row(name=spec.pop("name"), published=tuple(spec.pop("published")), recipe=spec.pop("recipe", None),
               overrides=tuple(spec.pop("overrides", ())),
               evaluate=Evaluate(**spec.pop("evaluate")) if "evaluate" in spec else None,
-              transfer=bool(spec.pop("transfer", False)), main=bool(spec.pop("main", True)))
+              suites=tuple(spec.pop("suites", ("sts",))), main=bool(spec.pop("main", True)))
     if spec:
         raise ValueError(f"reproduce.yaml {paper}/{row.name}: unknown keys {sorted(spec)}")
+    if not row.suites or set(row.suites) - set(PAPER_SUITES):
+        raise ValueError(f"reproduce.yaml {paper}/{row.name}: suites must be some of {', '.join(PAPER_SUITES)}")
     if row.trained == (row.evaluate is not None):
         raise ValueError(f"reproduce.yaml {paper}/{row.name}: give exactly one of recipe or evaluate")
     for row_id in row.published:
@@ -304,7 +307,8 @@ def table_lines(runs: list[Run]) -> list[Line]:
         finished = [run.scores() for run in runs if run.row == row and run.done]
         tasks = {t for scores in finished for t in scores if not t.startswith("seconds")}
         references = [published(ref) for ref in row.published]
-        for task in _task_order(tasks | {t for ref in references for t in ref.scores if t.endswith("_avg")}):
+        averages = {f"{suite}_avg" for suite in row.suites}  # a row is held to its suites' columns only
+        for task in _task_order(tasks | {t for ref in references for t in ref.scores if t in averages}):
             values = [scores[task] for scores in finished if task in scores]
             matching = [ref for ref in references if task in ref.scores] or [None]
             lines += [Line(row.name, task, values, ref) for ref in matching]
@@ -359,7 +363,7 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
     for row in dict.fromkeys(run.row for run in runs):
         for ref in map(published, row.published):
             figures = ", ".join(f"{k} {v:.2f}" + (f" ± {ref.sd[k]:.2f}" if k in ref.sd else "")
-                                for k, v in ref.scores.items() if k.endswith("_avg"))
+                                for k, v in ref.scores.items() if k in {f"{s}_avg" for s in row.suites})
             out.append(f"  {row.name}: {ref.id} ({ref.source}; {ref.reported.value}): {figures}")
     total = sum(gpu_hours(run, nproc) for run in runs if not run.done)
     out += ["", f"GPU-hours still to run: {total:.1f} at {spec.sentences_per_second:g} sentences/s per GPU "
