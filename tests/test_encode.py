@@ -60,3 +60,20 @@ def test_another_pooler_keeps_the_published_token_maximum(minilm_path: Path, tin
     assert load_model(str(minilm_path), pooler="cls").max_seq_length == 256
     plain = build_sentence_transformer(str(tiny_model_dir), "avg", max_seq_length=None)
     assert plain.max_seq_length == plain.tokenizer.model_max_length == 512  # a plain encoder: its tokenizer's
+
+
+def test_published_maximum_of_a_hub_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A Hub name: its sentence_bert_config.json when the repository has one, else None (any Hub answer)."""
+    import huggingface_hub
+    from huggingface_hub.utils import EntryNotFoundError
+
+    from augcse.modules import published_max_seq_length
+
+    (tmp_path / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo, name: str(tmp_path / name))
+    assert published_max_seq_length("someone/st-model") == 128
+    for error in (EntryNotFoundError("no such file"), OSError("offline"), ValueError("not a repo id")):
+        def fail(repo, name, error=error):
+            raise error
+        monkeypatch.setattr(huggingface_hub, "hf_hub_download", fail)
+        assert published_max_seq_length("bert-base-uncased") is None

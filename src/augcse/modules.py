@@ -62,11 +62,12 @@ def published_max_seq_length(backbone: str) -> int | None:
     """
     config = Path(backbone, "sentence_bert_config.json")
     if not Path(backbone).is_dir():
-        try:
-            from huggingface_hub import hf_hub_download
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.utils import EntryNotFoundError
 
+        try:
             config = Path(hf_hub_download(backbone, "sentence_bert_config.json"))
-        except (OSError, ValueError):  # no such file in the repository, offline, not a repository name
+        except (EntryNotFoundError, OSError, ValueError):  # no such file in the repository, offline, not a name
             return None
     if not config.is_file():
         return None
