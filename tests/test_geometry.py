@@ -79,3 +79,14 @@ def test_geometry_task_on_sts_b_dev() -> None:
     table = {s: rng.normal(size=8) for s in task.sentences(data)}
     result = task.evaluate(lambda s: np.stack([table[x] for x in s]), data)
     assert 0 < result["alignment"] < 4 and result["uniformity"] < 0
+
+
+def test_eval_prints_alignment_beside_uniformity(tiny_model_dir, capsys) -> None:
+    """``augcse eval --tasks Geometry``: uniformity is the score, alignment (its other half) is shown and saved."""
+    from augcse.cli import main
+
+    assert main(["eval", str(tiny_model_dir), "--pooler", "avg", "--tasks", "Geometry", "--json"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if x.startswith("Geometry ")]
+    assert "alignment " in line
+    assert float(line.split("alignment ")[1]) > 0

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 # secondary metrics printed beside the main score and saved by --save-to as "task/metric"
-DETAIL_METRICS = ("mean", "wmean", "nmi", "5shot", "10shot", "20shot")
+DETAIL_METRICS = ("mean", "wmean", "nmi", "5shot", "10shot", "20shot", "alignment")
 
 
 def _details(scores: dict[str, float]) -> dict[str, float]:
