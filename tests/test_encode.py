@@ -51,15 +51,24 @@ def test_a_run_folder_is_pointed_to_its_final_model(tmp_path: Path, capsys: pyte
     assert "holds no model" in capsys.readouterr().err and not (tmp_path / "e.npy").exists()
 
 
-def test_another_pooler_keeps_the_published_token_maximum(minilm_path: Path, tiny_model_dir: Path) -> None:
-    """Rebuilding a sentence-transformers model with a named pooler keeps its own maximum (not the tokenizer's)."""
+def test_another_pooler_keeps_the_published_token_maximum(minilm_path: Path, tiny_model_dir: Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Rebuilding a sentence-transformers model with a named pooler keeps its own maximum (not the tokenizer's)
+    and says which of its modules after pooling it does not keep."""
+    import logging
+
     from augcse.encode import load_model
     from augcse.modules import build_sentence_transformer
 
     # all-MiniLM-L6-v2 is published with 256 tokens; its tokenizer says 512
-    assert load_model(str(minilm_path), pooler="cls").max_seq_length == 256
-    plain = build_sentence_transformer(str(tiny_model_dir), "avg", max_seq_length=None)
+    with caplog.at_level(logging.INFO, logger="augcse.modules"):
+        assert load_model(str(minilm_path), pooler="cls").max_seq_length == 256
+    assert "rebuilt with pooler cls: its Normalize after pooling is not kept" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="augcse.modules"):
+        plain = build_sentence_transformer(str(tiny_model_dir), "avg", max_seq_length=None)
     assert plain.max_seq_length == plain.tokenizer.model_max_length == 512  # a plain encoder: its tokenizer's
+    assert "not kept" not in caplog.text  # nothing to drop
 
 
 def test_published_maximum_of_a_hub_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ Every pooler is built from sentence-transformers' own modules, so a saved model 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from torch import nn
 
 from sentence_transformers.base.modules import Transformer
 from sentence_transformers.sentence_transformer.modules import Pooling, WeightedLayerPooling
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,25 +57,38 @@ POOLERS: dict[str, Pooler] = {
 }
 
 
-def published_max_seq_length(backbone: str) -> int | None:
-    """The token maximum a sentence-transformers model was published with (its ``sentence_bert_config.json``).
-
-    None for a plain Hugging Face encoder, which then gets its tokenizer's maximum. A Hub name is
-    looked up in the Hub (cache first); when that fails the answer is None too.
-    """
-    config = Path(backbone, "sentence_bert_config.json")
+def _st_file(backbone: str, name: str) -> dict | list | None:
+    """A sentence-transformers file of ``backbone`` (a folder or a Hub name, cache first), parsed; None when
+    there is none (a plain Hugging Face encoder), or the Hub cannot be asked."""
+    path = Path(backbone, name)
     if not Path(backbone).is_dir():
         from huggingface_hub import hf_hub_download
         from huggingface_hub.utils import EntryNotFoundError
 
         try:
-            config = Path(hf_hub_download(backbone, "sentence_bert_config.json"))
+            path = Path(hf_hub_download(backbone, name))
         except (EntryNotFoundError, OSError, ValueError):  # no such file in the repository, offline, not a name
             return None
-    if not config.is_file():
-        return None
-    value = json.loads(config.read_text(encoding="utf-8")).get("max_seq_length")
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def published_max_seq_length(backbone: str) -> int | None:
+    """The token maximum a sentence-transformers model was published with (its ``sentence_bert_config.json``).
+
+    None for a plain Hugging Face encoder, which then gets its tokenizer's maximum.
+    """
+    value = (_st_file(backbone, "sentence_bert_config.json") or {}).get("max_seq_length")
     return int(value) if value else None
+
+
+def modules_after_pooling(backbone: str) -> list[str]:
+    """The modules a sentence-transformers model runs after its pooling (all-MiniLM-L6-v2: ``Normalize``).
+
+    A named pooler rebuilds the model as encoder + pooler and does not keep them; the caller says so.
+    """
+    entries = _st_file(backbone, "modules.json") or []
+    kinds = [str(e.get("type", "")).rsplit(".", 1)[-1] for e in entries if isinstance(e, dict)]
+    return kinds[kinds.index("Pooling") + 1:] if "Pooling" in kinds else []
 
 
 def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_length: int | None = 32):
@@ -89,6 +105,10 @@ def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_lengt
     if max_seq_length is None:
         max_seq_length = published_max_seq_length(backbone)
     config_kwargs = {"output_hidden_states": True} if spec.layers is not None else None
+    dropped = modules_after_pooling(backbone)
+    if dropped:  # e.g. Normalize: cosine scores are unchanged, K-means and dot products are not
+        logger.info("model %s rebuilt with pooler %s: its %s after pooling is not kept (pooler: null keeps the "
+                    "model as published)", backbone, pooler, " + ".join(dropped))
     transformer = Transformer(backbone, max_seq_length=max_seq_length, config_kwargs=config_kwargs)
     num_layers = int(transformer.auto_model.config.num_hidden_layers)
     modules = [transformer, *spec.build(transformer.get_embedding_dimension(), num_layers)]
