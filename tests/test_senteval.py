@@ -119,3 +119,22 @@ def test_classifiers_ignore_bf16_autocast() -> None:
                 senteval.kfold((X[:200], y[:200]), test, config, cpu))
     assert cast[0] == plain[0]
     _same(cast[1], plain[1])
+
+
+def test_classifiers_switch_tf32_off_and_restore_it() -> None:
+    """``training.tf32=true`` turns TF32 on for the process; the classifiers' products run in IEEE float32 and
+    the setting is given back afterwards. A child process, so the global switch never leaks into other tests."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from augcse.evaluation.senteval import full_precision\n"
+        "m = torch.backends.cuda.matmul\n"
+        "key = 'fp32_precision' if hasattr(m, 'fp32_precision') else 'allow_tf32'\n"
+        "setattr(m, key, 'tf32' if key == 'fp32_precision' else True)\n"
+        "inside = full_precision(lambda: getattr(m, key))()\n"
+        "print(inside, getattr(m, key))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out in (["ieee", "tf32"], ["False", "True"])

@@ -107,15 +107,31 @@ def torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+@contextlib.contextmanager
+def ieee_matmul() -> Iterator[None]:
+    """cuBLAS matrix products in IEEE float32 for the duration, whatever TF32 setting the process has
+    (``training.tf32=true`` switches TF32 on for the whole process, evaluation included)."""
+    matmul = torch.backends.cuda.matmul
+    key = "fp32_precision" if hasattr(matmul, "fp32_precision") else "allow_tf32"  # torch >= 2.9, older
+    before = getattr(matmul, key)
+    setattr(matmul, key, "ieee" if key == "fp32_precision" else False)
+    try:
+        yield
+    finally:
+        setattr(matmul, key, before)
+
+
 def full_precision(fn):
-    """Run ``fn`` with autocast off: ``augcse eval --bf16`` autocasts the whole evaluation for the encoder,
-    and these small classifiers must train and predict in float32 (under bf16 autocast VaSCL's classifier
-    stayed at chance level and SentEval's no longer matched the one-by-one loop)."""
+    """Run ``fn`` in float32: autocast off and no TF32. ``augcse eval --bf16`` autocasts the whole evaluation
+    for the encoder and ``training.tf32`` turns TF32 on for the process, and these small classifiers must
+    train and predict in float32 (under bf16 autocast VaSCL's classifier stayed at chance level and
+    SentEval's no longer matched the one-by-one loop)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.autocast("cpu", enabled=False))
+            stack.enter_context(ieee_matmul())
             if torch.cuda.is_available():
                 stack.enter_context(torch.autocast("cuda", enabled=False))
             return fn(*args, **kwargs)
