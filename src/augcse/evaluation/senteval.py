@@ -354,6 +354,7 @@ def _train_epoch(X, y, groups: list[_Group], W, b, l2, optim, batch_size: int, C
         mask = torch.nn.functional.pad(mask, (0, pad))
     G, slots = W.shape[0], W.shape[1] // C
     idx, mask = idx.view(G, steps, batch_size), mask.view(G, steps, batch_size)
+    minus_one = torch.full((G, batch_size, slots, 1), -1.0, dtype=W.dtype, device=W.device)  # the target's -1
     for s in range(steps):
         rows_idx, valid = idx[:, s], mask[:, s]
         count = valid.sum(1)
@@ -361,8 +362,7 @@ def _train_epoch(X, y, groups: list[_Group], W, b, l2, optim, batch_size: int, C
         xb, yb = _gather(X, rows_idx), y[rows_idx]  # (G, B, d), (G, B)
         logits = torch.baddbmm(b.unsqueeze(1), xb, W.transpose(1, 2)).view(G, batch_size, slots, C)
         grad = _softmax(logits)
-        grad.scatter_add_(-1, yb.view(G, batch_size, 1, 1).expand(G, batch_size, slots, 1),
-                          torch.full((G, batch_size, slots, 1), -1.0, dtype=grad.dtype, device=grad.device))
+        grad.scatter_add_(-1, yb.view(G, batch_size, 1, 1).expand(G, batch_size, slots, 1), minus_one)
         weight = valid.to(grad.dtype) / count.clamp(min=1).to(grad.dtype).unsqueeze(1)  # mean cross-entropy
         grad = (grad * weight.view(G, batch_size, 1, 1)).view(G, batch_size, slots * C)
         gW = torch.bmm(grad.transpose(1, 2), xb) + l2.unsqueeze(2) * W
