@@ -58,6 +58,11 @@ class Row:
     def tasks(self) -> str:
         return ",".join(self.suites)
 
+    @property
+    def averages(self) -> set[str]:
+        """The published averages the row is held to: its suites' (``sts_avg``, ``transfer_avg``)."""
+        return {f"{suite}_avg" for suite in self.suites}
+
 
 @dataclass(frozen=True)
 class Paper:
@@ -307,8 +312,7 @@ def table_lines(runs: list[Run]) -> list[Line]:
         finished = [run.scores() for run in runs if run.row == row and run.done]
         tasks = {t for scores in finished for t in scores if not t.startswith("seconds")}
         references = [published(ref) for ref in row.published]
-        averages = {f"{suite}_avg" for suite in row.suites}  # a row is held to its suites' columns only
-        for task in _task_order(tasks | {t for ref in references for t in ref.scores if t in averages}):
+        for task in _task_order(tasks | {t for ref in references for t in ref.scores if t in row.averages}):
             values = [scores[task] for scores in finished if task in scores]
             matching = [ref for ref in references if task in ref.scores] or [None]
             lines += [Line(row.name, task, values, ref) for ref in matching]
@@ -363,7 +367,7 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
     for row in dict.fromkeys(run.row for run in runs):
         for ref in map(published, row.published):
             figures = ", ".join(f"{k} {v:.2f}" + (f" ± {ref.sd[k]:.2f}" if k in ref.sd else "")
-                                for k, v in ref.scores.items() if k in {f"{s}_avg" for s in row.suites})
+                                for k, v in ref.scores.items() if k in row.averages)
             out.append(f"  {row.name}: {ref.id} ({ref.source}; {ref.reported.value}): {figures}")
     total = sum(gpu_hours(run, nproc) for run in runs if not run.done)
     out += ["", f"GPU-hours still to run: {total:.1f} at {spec.sentences_per_second:g} sentences/s per GPU "
