@@ -182,8 +182,9 @@ def augcse_section(recipe: Recipe, scores: dict, summary: dict, loss: nn.Module)
     else:
         lines.append("- **Kept model:** the last step (no dev task selected a checkpoint)")
     if summary.get("seconds") is not None:
-        lines.append(f"- **Run time:** {summary['seconds'] / 60:.1f} min "
-                     "(the whole run: data, evaluation before and after, training)")
+        from augcse.report.run_report import run_time
+
+        lines.append(f"- **Run time:** {run_time(summary['seconds'])}")
     lines += ["", "### Scores (×100; STS: Spearman of cosine similarities)", "", score_markdown(scores), "",
               "### Recipe", "", "```yaml", recipe.to_yaml().rstrip(), "```", ""]
     return "\n".join(lines)

@@ -208,11 +208,15 @@ def run_facts(run: Run) -> Table:
         rows.append(["steps", f"{int(done)}" + (f" ({max(epochs):.2f} epochs)" if epochs else "")])
     rows.append(["kept model", kept_model(run)])
     if summary.get("seconds") is not None:
-        rows.append(["time", f"{summary['seconds'] / 60:.1f} min "
-                             "(the whole run: data, evaluation before and after, training)"])
+        rows.append(["time", run_time(summary["seconds"])])
     if not summary:
         rows.append(["status", "no `summary.json`: the run is still going, was stopped, or failed"])
     return Table(["run", run.name], rows, align_right=False)
+
+
+def run_time(seconds: float) -> str:
+    """``summary.json``'s ``seconds`` as the report and the model card show it."""
+    return f"{seconds / 60:.1f} min (the whole run: data, evaluation before and after, training)"
 
 
 def kept_model(run: Run) -> str:
