@@ -147,16 +147,13 @@ def defaults(fn: Callable, skip: Sequence[str]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- Markdown
 
 
-def cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    from augcse.report.document import markdown_row, markdown_rule
+
     rows = list(rows)
     if not rows:
         return []
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(cell(c) for c in row) + " |" for row in rows), ""]
+    return [markdown_row(header), markdown_rule([False] * len(header)), *map(markdown_row, rows), ""]
 
 
 def qualified(obj: Any) -> str:

@@ -67,8 +67,8 @@ class Document:
                 out += [b.text, ""]
             elif isinstance(b, Table):
                 numeric = [b.align_right and i > 0 and all(_numeric(r[i]) for r in b.rows) for i in range(len(b.header))]
-                out += [_md_row(b.header), _md_rule(numeric)]
-                out += [_md_row(r) for r in b.rows] + [""]
+                out += [markdown_row(b.header), markdown_rule(numeric)]
+                out += [markdown_row(r) for r in b.rows] + [""]
             elif isinstance(b, Code):
                 out += [f"```{b.language}", b.text.rstrip("\n"), "```", ""]
             elif isinstance(b, Image):
@@ -110,11 +110,13 @@ class Document:
         return md, page
 
 
-def _md_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+def markdown_row(cells: Sequence[object]) -> str:
+    """One Markdown table row; a cell's ``|`` is escaped and a line break becomes a space."""
+    return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
-def _md_rule(right: Sequence[bool]) -> str:
+def markdown_rule(right: Sequence[bool]) -> str:
+    """The rule under a Markdown table's header; ``True`` right-aligns that column."""
     return "|" + "|".join("---:" if r else "---" for r in right) + "|"
 
 
