@@ -81,12 +81,17 @@ def test_geometry_task_on_sts_b_dev() -> None:
     assert 0 < result["alignment"] < 4 and result["uniformity"] < 0
 
 
-def test_eval_prints_alignment_beside_uniformity(tiny_model_dir, capsys) -> None:
+def test_eval_prints_alignment_beside_uniformity(tiny_model_dir, tmp_path, capsys) -> None:
     """``augcse eval --tasks Geometry``: uniformity is the score, alignment (its other half) is shown and saved."""
+    import json
+
     from augcse.cli import main
 
-    assert main(["eval", str(tiny_model_dir), "--pooler", "avg", "--tasks", "Geometry", "--json"]) == 0
+    assert main(["eval", str(tiny_model_dir), "--pooler", "avg", "--tasks", "Geometry", "--save-to", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     (line,) = [x for x in out.splitlines() if x.startswith("Geometry ")]
     assert "alignment " in line
-    assert float(line.split("alignment ")[1]) > 0
+    alignment = float(line.split("alignment ")[1])
+    assert alignment > 0
+    saved = json.loads((tmp_path / "eval.json").read_text())["after"]
+    assert round(saved["Geometry/alignment"], 2) == alignment
