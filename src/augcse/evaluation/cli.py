@@ -57,6 +57,21 @@ def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "aft
     return path
 
 
+def task_listing() -> str:
+    """``augcse eval --list``: the suites, then one line per task from its record."""
+    from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks
+
+    load_builtin_tasks()
+    lines = [f"{suite}: {', '.join(names)}" for suite, names in SUITES.items()]
+    width = max(map(len, TASKS)) + 2
+    lines += ["", f"{'task'.ljust(width)}{'type':12}{'split':7}{'main':12}{'selection':15}files"]
+    for task in TASKS.values():
+        r = task.record
+        lines.append(f"{r.name.ljust(width)}{r.type:12}{r.split:7}{r.main_metric:12}{r.selection_metric or '-':15}"
+                     f"{len(r.files)}")
+    return "\n".join(lines)
+
+
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "eval", help="evaluate a model (STS, transfer, clustering, intent…)",
@@ -86,12 +101,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_cli(args: argparse.Namespace) -> int:
-    from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks, resolve_tasks  # not for --help
+    from augcse.evaluation.tasks import resolve_tasks, variant_of  # not for --help
 
     if args.list:
-        load_builtin_tasks()
-        for suite, names in SUITES.items():
-            print(f"{suite}: {', '.join(names)}")
+        print(task_listing())
         return 0
     if args.model is None:
         raise ValueError("give a MODEL (a folder such as runs/NAME/final, or a model name), or --list")
@@ -104,7 +117,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     spec = ",".join(x for x in (args.tasks, args.suite) if x) or "sts"
     names = resolve_tasks(spec)
     if args.original:
-        names = [f"{n}-original" if f"{n}-original" in TASKS else n for n in names]
+        names = list(dict.fromkeys(variant_of(n, "original") for n in names))
     if args.pooler is not None:
         from augcse.modules import POOLERS
         from augcse.names import suggest

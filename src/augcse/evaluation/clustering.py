@@ -26,7 +26,7 @@ from sklearn.metrics import normalized_mutual_info_score
 from threadpoolctl import threadpool_limits
 
 from augcse.assets import resolve_data
-from augcse.evaluation.tasks import FILE_TASKS, Encoder, Task, register_task
+from augcse.evaluation.tasks import FILE_TASKS, Encoder, Task, TaskRecord, register_task
 
 RUNS, RUNS_FAST = 10, 3
 N_INIT, N_INIT_FAST = 10, 3
@@ -100,13 +100,12 @@ def read_labelled_csv(relpath: str, data_dir: Path | None) -> tuple[list[str], n
 
 
 class ClusteringTask(Task):
-    """One short-text clustering set."""
+    """One short-text clustering set: K-means accuracy over the whole set (no split; no selection score)."""
 
-    suites = ("clustering",)
-    main_metric = "acc"
-
-    def __init__(self, name: str, relpath: str) -> None:
-        self.name, self.relpath = name, relpath
+    def __init__(self, name: str, relpath: str, citation: str, suites: tuple[str, ...] = ("clustering",),
+                 in_all: bool = True) -> None:
+        self.relpath = relpath
+        self.record = TaskRecord(name, "clustering", "all", "acc", None, (relpath,), citation, suites, in_all)
 
     def load(self, data_dir: Path | None) -> dict[str, Any]:
         texts, labels, names = read_labelled_csv(self.relpath, data_dir)
@@ -123,20 +122,27 @@ class ClusteringTask(Task):
 
 class ClusteringFileTask(ClusteringTask):
     """K-means on a user's own ``text,label`` CSV (``clustering:sample.csv``), e.g. a labelled sample of the
-    texts a model was adapted to; in no suite."""
+    texts a model was adapted to; in no suite.
 
-    suites = ()
-    in_all = False
+    The file is checked when the task is named, before any model loads: it must exist, have the columns
+    ``text,label`` and at least two distinct labels (with one, every clustering is perfect: 100.00).
+    """
 
     def __init__(self, path: str) -> None:
         file = Path(path).expanduser()
         if not file.is_file():
             raise ValueError(f"clustering:{path}: no such file")
         with open(file, encoding="utf-8", newline="") as f:
-            header = next(csv.reader(f), [])
-        if not {"text", "label"} <= set(header):
-            raise ValueError(f"clustering:{path}: needs the columns text,label (it has: {', '.join(header)})")
-        super().__init__(f"clustering:{path}", str(file.resolve()))
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            if not {"text", "label"} <= set(header):
+                raise ValueError(f"clustering:{path}: needs the columns text,label (it has: {', '.join(header)})")
+            labels = {row["label"] for row in reader}
+        if len(labels) < 2:
+            found = f"only {next(iter(labels))!r}" if labels else "no rows"
+            raise ValueError(f"clustering:{path}: needs at least 2 distinct labels to score a clustering, "
+                             f"found {found}; label the rows by group")
+        super().__init__(f"clustering:{path}", str(file.resolve()), f"user file {file.resolve()}", (), False)
 
     def load(self, data_dir: Path | None) -> dict[str, Any]:
         texts, labels, names = read_labelled_csv(Path(self.relpath).name, Path(self.relpath).parent)
@@ -145,14 +151,18 @@ class ClusteringFileTask(ClusteringTask):
 
 FILE_TASKS["clustering"] = ClusteringFileTask
 
-for _name, _file in (
-    ("AgNews", "agnews"),
-    ("SearchSnippets", "searchsnippets"),
-    ("StackOverflow", "stackoverflow"),
-    ("Biomedical", "biomedical"),
-    ("Tweet", "tweet"),
-    ("GoogleNews-TS", "googlenews_ts"),
-    ("GoogleNews-T", "googlenews_t"),
-    ("GoogleNews-S", "googlenews_s"),
+SCCL = "as gathered by Zhang et al. 2021, Supporting Clustering with Contrastive Learning"
+XU = "Xu et al. 2017, Self-taught convolutional neural networks for short text clustering"
+YIN = "Yin and Wang 2016, A model-based approach for text clustering with outlier detection"
+for _name, _file, _citation in (
+    ("AgNews", "agnews", "Zhang et al. 2015, Character-level convolutional networks for text classification"),
+    ("SearchSnippets", "searchsnippets", "Phan et al. 2008, Learning to classify short and sparse text & web "
+                                         "with hidden topics from large-scale data collections"),
+    ("StackOverflow", "stackoverflow", XU),
+    ("Biomedical", "biomedical", XU),
+    ("Tweet", "tweet", YIN),
+    ("GoogleNews-TS", "googlenews_ts", YIN),
+    ("GoogleNews-T", "googlenews_t", YIN),
+    ("GoogleNews-S", "googlenews_s", YIN),
 ):
-    register_task(ClusteringTask(_name, f"clustering/{_file}.csv"))
+    register_task(ClusteringTask(_name, f"clustering/{_file}.csv", f"{_citation}; {SCCL}"))

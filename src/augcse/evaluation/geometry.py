@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from augcse.assets import resolve_data
-from augcse.evaluation.tasks import Encoder, Task, register_task
+from augcse.evaluation.tasks import Encoder, Task, TaskRecord, register_task
 
 EPS = 1e-10  # singular values this small are clamped, as in the reference analysis code
 
@@ -173,11 +173,12 @@ def isomorphism(x1: np.ndarray, x2: np.ndarray, gh: bool | None = None) -> dict[
 class GeometryTask(Task):
     """Alignment (STS-B dev pairs with gold ≥ 4) and uniformity (all STS-B dev sentences)."""
 
-    name = "Geometry"
-    suites = ("geometry",)
-    main_metric = "uniformity"
     relpath = "sts/original/STSBenchmark/stsbenchmark/sts-dev.csv"
     threshold = 4.0
+    record = TaskRecord(
+        "Geometry", "geometry", "dev", "uniformity", None, (relpath,),
+        "Wang and Isola 2020, Understanding Contrastive Representation Learning through Alignment and Uniformity "
+        "on the Hypersphere; pairs from STS-B dev (Cer et al. 2017)", ("geometry",), scale=1.0)
 
     def load(self, data_dir: Path | None) -> dict[str, Any]:
         pairs, scores = [], []

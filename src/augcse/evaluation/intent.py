@@ -47,7 +47,7 @@ import torch
 
 from augcse.evaluation.clustering import read_labelled_csv
 from augcse.evaluation.senteval import default_device, full_precision, initial_linear, torch_threads
-from augcse.evaluation.tasks import Encoder, Task, register_task
+from augcse.evaluation.tasks import Encoder, Task, TaskRecord, register_task
 from augcse.evaluation.transfer import single_threaded, split_accuracy
 
 SHOTS = (5, 10, 20)
@@ -134,11 +134,18 @@ def _key(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+CITATIONS = {
+    "SNIPS": "Coucke et al. 2018, Snips Voice Platform: an embedded Spoken Language Understanding system for "
+             "private-by-design voice interfaces",
+    "BANKING77": "Casanueva et al. 2020, Efficient Intent Detection with Dual Sentence Encoders",
+    "CLINC150": "Larson et al. 2019, An Evaluation Dataset for Intent Classification and Out-of-Scope Prediction",
+    "HWU64": "Liu et al. 2019, Benchmarking Natural Language Understanding Services for building Conversational "
+             "Agents",
+}
+
+
 class IntentTask(Task):
     """One intent set: fixed K-shot splits built at load time, evaluated with a linear classifier."""
-
-    main_metric = "10shot"
-    selection_metric = "10shot_devacc"
 
     def __init__(
         self, name: str, root: str, pool: tuple[str, ...], test: str, published: tuple[int, ...] = (),
@@ -147,9 +154,11 @@ class IntentTask(Task):
         if classifier not in CLASSIFIERS:
             raise ValueError(f"unknown intent classifier {classifier!r}; known: {', '.join(CLASSIFIERS)}")
         default = classifier == DEFAULT_CLASSIFIER
-        self.name = name if default else f"{name}-{classifier}"
-        self.suites = ("intent",) if default else (f"intent-{classifier}",)
-        self.in_all = default
+        files = tuple(f"{root}/{file}" for file in (*pool, test, *(f"fewshot_train_{k}.csv" for k in published)))
+        self.record = TaskRecord(
+            name if default else f"{name}-{classifier}", "intent", "test", "10shot", "10shot_devacc", files,
+            CITATIONS[name], ("intent",) if default else (f"intent-{classifier}",), in_all=default, family=name,
+            variant="" if default else classifier)
         self.classifier = classifier
         self.root, self.pool, self.test, self.published = root, pool, test, published
 

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from augcse.assets import resolve_data
-from augcse.evaluation.tasks import Encoder, Task, register_task
+from augcse.evaluation.tasks import Encoder, Task, TaskRecord, register_task
 
 SENTEVAL = "sts/senteval/downstream"
 ORIGINAL = "sts/original"
@@ -134,17 +134,15 @@ def score_pairs(encode: Encoder, pairs: Pairs) -> dict[str, float]:
 class STSTask(Task):
     """An STS task: a list of subsets scored together (main metric: ``all``).
 
-    Only a dev split (suite ``"dev"``) may select models: its ``selection_metric`` is ``all``.
+    Only a dev split may select models: its ``selection_metric`` is ``all``.
     """
 
-    main_metric = "all"
-
-    def __init__(self, name: str, subsets: list[Subset], suites: tuple[str, ...], in_all: bool = True) -> None:
-        self.name = name
+    def __init__(self, name: str, subsets: list[Subset], suites: tuple[str, ...], in_all: bool = True, *,
+                 family: str, split: str = "test", variant: str = "") -> None:
         self.subset_files = subsets
-        self.suites = suites
-        self.in_all = in_all
-        self.selection_metric = "all" if "dev" in suites else None
+        files = tuple(f for s in subsets for f in (s.input, s.gold) if f)
+        self.record = TaskRecord(name, "sts", split, "all", "all" if split == "dev" else None, files,
+                                 CITATIONS[family], suites, in_all, family=family, variant=variant)
 
     def load(self, data_dir: Path | None) -> Pairs:
         return Pairs({s.name: read_subset(s, data_dir) for s in self.subset_files})
@@ -156,21 +154,38 @@ class STSTask(Task):
         return score_pairs(encode, data)
 
 
+CITATIONS = {
+    "STS12": "Agirre et al. 2012, SemEval-2012 Task 6: A Pilot on Semantic Textual Similarity",
+    "STS13": "Agirre et al. 2013, *SEM 2013 shared task: Semantic Textual Similarity",
+    "STS14": "Agirre et al. 2014, SemEval-2014 Task 10: Multilingual Semantic Textual Similarity",
+    "STS15": "Agirre et al. 2015, SemEval-2015 Task 2: Semantic Textual Similarity, English, Spanish and Pilot on "
+             "Interpretability",
+    "STS16": "Agirre et al. 2016, SemEval-2016 Task 1: Semantic Textual Similarity, Monolingual and Cross-Lingual "
+             "Evaluation",
+    "STSBenchmark": "Cer et al. 2017, SemEval-2017 Task 1: Semantic Textual Similarity Multilingual and "
+                    "Crosslingual Focused Evaluation",
+    "SICKRelatedness": "Marelli et al. 2014, SemEval-2014 Task 1: Evaluation of Compositional Distributional "
+                       "Semantic Models on Full Sentences through Semantic Relatedness and Textual Entailment",
+}
+
+
 def _register_all() -> None:
     for task, names in STS_SUBSETS.items():
-        register_task(STSTask(task, _year_subsets(f"{SENTEVAL}/STS/{task}-en-test", names), ("sts",)))
+        register_task(STSTask(task, _year_subsets(f"{SENTEVAL}/STS/{task}-en-test", names), ("sts",), family=task))
         folder, prefix = ORIGINAL_FOLDERS[task]
         register_task(STSTask(f"{task}-original", _year_subsets(f"{ORIGINAL}/{folder}", names, prefix),
-                              ("sts-original",), in_all=False))
+                              ("sts-original",), in_all=False, family=task, variant="original"))
     for variant, stsb, sick, suffix in (
-        ("sts", f"{SENTEVAL}/STS/STSBenchmark", f"{SENTEVAL}/SICK", ""),
-        ("sts-original", f"{ORIGINAL}/STSBenchmark/stsbenchmark", f"{ORIGINAL}/SICK", "-original"),
+        ("", f"{SENTEVAL}/STS/STSBenchmark", f"{SENTEVAL}/SICK", ""),
+        ("original", f"{ORIGINAL}/STSBenchmark/stsbenchmark", f"{ORIGINAL}/SICK", "-original"),
     ):
-        in_all = variant == "sts"
-        register_task(STSTask(f"STSBenchmark{suffix}", _stsb(stsb, "test"), (variant,), in_all))
-        register_task(STSTask(f"SICKRelatedness{suffix}", _sick(sick, "test"), (variant,), in_all))
-        register_task(STSTask(f"STSBenchmark-dev{suffix}", _stsb(stsb, "dev"), ("dev",), in_all=False))
-        register_task(STSTask(f"SICKRelatedness-dev{suffix}", _sick(sick, "dev"), ("dev",), in_all=False))
+        folders = {"STSBenchmark": (stsb, _stsb), "SICKRelatedness": (sick, _sick)}
+        for family, (folder, files) in folders.items():
+            register_task(STSTask(f"{family}{suffix}", files(folder, "test"), (f"sts-{variant}" if variant else "sts",),
+                                  not variant, family=family, variant=variant))
+        for family, (folder, files) in folders.items():
+            register_task(STSTask(f"{family}-dev{suffix}", files(folder, "dev"), ("dev",), in_all=False,
+                                  family=family, split="dev", variant=variant))
 
 
 _register_all()

@@ -3,13 +3,17 @@
 A task loads its data once (:meth:`Task.load`), names the sentences it needs (so the suite can encode
 the union once, see :mod:`augcse.evaluation.encoding`) and scores an encoder. Suites are named lists of
 tasks. ``augcse eval --tasks`` and :class:`augcse.evaluation.suite.SuiteEvaluator` only ever go through
-this registry, so a new evaluation is one module that calls :func:`register_task`.
+this registry, so a new evaluation is one module that calls :func:`register_task` (named once in
+:data:`TASK_MODULES`). What a task is (type, split, metrics, files with checksums and sources,
+citation) is its :class:`TaskRecord`, which every other part reads.
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +21,131 @@ import numpy as np
 
 Encoder = Callable[[Sequence[str]], np.ndarray]
 
+# the modules that register tasks, in the order listings and the recipe reference show them
+TASK_MODULES = ("sts", "transfer", "clustering", "intent", "geometry")
 
-class Task(ABC):
-    """One evaluation task.
+
+@dataclass(frozen=True)
+class TaskType:
+    """A kind of evaluation, named as a model card's ``model-index`` names it."""
+
+    description: str
+    metric: str  # the model-index metric that a task's main score is
+
+
+TASK_TYPES: dict[str, TaskType] = {
+    "sts": TaskType("Semantic Similarity", "spearman_cosine"),
+    "transfer": TaskType("Text Classification", "accuracy"),
+    "clustering": TaskType("Clustering", "accuracy"),
+    "intent": TaskType("Few Shot Intent Classification", "accuracy"),
+    "geometry": TaskType("Embedding Geometry", "score"),
+}
+# the split a task's main score is computed on; "all": an unsupervised score over the whole set
+SPLITS = ("test", "dev", "all")
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One file a task reads: its data-directory path, recorded sha256 and where it is downloaded from."""
+
+    path: str
+    sha256: str | None
+    source: str | None
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """Everything known about a task before it runs, stated once.
+
+    The selection guard, the model card, the recipe reference, ``augcse eval --list`` and
+    ``augcse download`` read these fields; nothing about a task is recovered from its name.
 
     Attributes:
-        name: registry name (``"STS12"``, ``"MR"``…).
-        suites: suites the task belongs to (``"sts"``, ``"transfer"``…); every task is also in ``"all"``.
-        main_metric: key of :meth:`evaluate`'s result that is the task's headline score.
+        name: registry name (``"STS12"``, ``"MR-sklearn"``…).
+        type: a key of :data:`TASK_TYPES`.
+        split: the split the main score is computed on (:data:`SPLITS`).
+        main_metric: key of the task's result that is its headline score.
         selection_metric: key of the score computed without any test split (a dev set, training
             folds, a held-out validation sample), the only one model selection may read; None when
-            the task has no such score (model selection then refuses it).
+            there is none (model selection then refuses the task).
+        files: data-directory paths the task reads (checksums and sources: :meth:`data_files`).
+        citation: where the data set was published.
+        suites: suites the task belongs to; every task with ``in_all`` is also in ``"all"``.
+        in_all: False for dev splits and variants, which suite ``"all"`` leaves out.
+        scale: what the score is multiplied by (×100 for Spearman and accuracy; 1 for geometry).
+        family: the data set the task scores, shared by its splits and variants (default: ``name``).
+        variant: which file set or classifier (``"original"``, ``"sklearn"``; ``""``: the default).
     """
 
-    name: str = ""
+    name: str
+    type: str
+    split: str
+    main_metric: str
+    selection_metric: str | None
+    files: tuple[str, ...]
+    citation: str
     suites: tuple[str, ...] = ()
-    main_metric: str = "score"
-    selection_metric: str | None = None
-    in_all: bool = True  # False for model-selection splits (dev sets), which suite "all" leaves out
+    in_all: bool = True
+    scale: float = 100.0
+    family: str = ""
+    variant: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in TASK_TYPES:
+            raise ValueError(f"task {self.name!r}: type {self.type!r} is not one of {', '.join(TASK_TYPES)}")
+        if self.split not in SPLITS:
+            raise ValueError(f"task {self.name!r}: split {self.split!r} is not one of {', '.join(SPLITS)}")
+        empty = [key for key in ("name", "main_metric", "citation", "files") if not getattr(self, key)]
+        if empty:
+            raise ValueError(f"task {self.name!r}: the record needs {', '.join(empty)}")
+        if self.split == "test" and self.selection_metric == self.main_metric:
+            raise ValueError(f"task {self.name!r}: its main metric is a test score and cannot select models")
+        if not self.family:
+            object.__setattr__(self, "family", self.name)
+
+    @property
+    def kind(self) -> TaskType:
+        return TASK_TYPES[self.type]
+
+    def data_files(self) -> tuple[DataFile, ...]:
+        """Every file with its recorded sha256 and source (None where ``augcse download`` has none)."""
+        from augcse.download import checksums, source_of
+
+        return tuple(DataFile(path, checksums().get(path), source_of(path)) for path in self.files)
+
+    def check_complete(self) -> None:
+        """ValueError naming every file without a recorded checksum or download source."""
+        missing = [f"{f.path} (no {' or '.join(k for k, v in (('sha256', f.sha256), ('source', f.source)) if v is None)})"
+                   for f in self.data_files() if f.sha256 is None or f.source is None]
+        if missing:
+            raise ValueError(f"task {self.name!r}: record these files in data/checksums.sha256 and "
+                             f"data/downloads.yaml: {', '.join(missing)}")
+
+
+class Task(ABC):
+    """One evaluation task, described by its :class:`TaskRecord` (``name``, ``suites``… read it)."""
+
+    record: TaskRecord
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def suites(self) -> tuple[str, ...]:
+        return self.record.suites
+
+    @property
+    def main_metric(self) -> str:
+        return self.record.main_metric
+
+    @property
+    def selection_metric(self) -> str | None:
+        return self.record.selection_metric
+
+    @property
+    def in_all(self) -> bool:
+        return self.record.in_all
 
     @abstractmethod
     def load(self, data_dir: Path | None) -> Any:
@@ -56,7 +167,12 @@ FILE_TASKS: dict[str, Callable[[str], Task]] = {}
 
 
 def register_task(task: Task) -> Task:
-    """Add ``task`` to the registry and to its suites (and to ``all`` unless ``task.in_all`` is False)."""
+    """Add ``task`` to the registry and to its suites (and to ``all`` unless ``task.in_all`` is False).
+
+    A task whose files have no recorded checksum or download source is refused: its scores could not
+    be traced to the data they came from.
+    """
+    task.record.check_complete()
     if task.name in TASKS:
         raise ValueError(f"task {task.name!r} is registered twice")
     TASKS[task.name] = task
@@ -114,11 +230,21 @@ def get_task(name: str) -> Task:
     raise KeyError(f"no task {name!r}")
 
 
+def variant_of(name: str, variant: str) -> str:
+    """The registered task scoring the same data set and split as ``name`` in another variant (e.g.
+    ``"original"``: the untokenised files), or ``name`` itself when there is none."""
+    load_builtin_tasks()
+    record = TASKS[name].record
+    for task in TASKS.values():
+        other = task.record
+        if (other.family, other.split, other.type, other.variant) == (record.family, record.split, record.type, variant):
+            return other.name
+    return name
+
+
 def load_builtin_tasks() -> None:
     """Import the task modules so they register themselves (idempotent)."""
-    import importlib
-
-    for module in ("sts", "transfer", "clustering", "intent", "geometry"):
+    for module in TASK_MODULES:
         try:
             importlib.import_module(f"augcse.evaluation.{module}")
         except ModuleNotFoundError as exc:

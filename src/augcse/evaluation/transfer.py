@@ -62,7 +62,7 @@ from threadpoolctl import threadpool_limits
 
 from augcse.assets import resolve_data
 from augcse.evaluation import senteval
-from augcse.evaluation.tasks import Encoder, Task, register_task
+from augcse.evaluation.tasks import Encoder, Task, TaskRecord, register_task
 
 SENTEVAL_SEED = senteval.SENTEVAL_SEED
 GRID_NESTED = tuple(2.0**t for t in range(-2, 4))  # SentEval InnerKFold / SplitClassifier (sklearn)
@@ -266,20 +266,32 @@ def variant_name(base: str, classifier: str) -> str:
     return base if classifier == DEFAULT_CLASSIFIER else f"{base}-{classifier}"
 
 
+CITATIONS = {
+    "MR": "Pang and Lee 2005, Seeing stars: Exploiting class relationships for sentiment categorization with "
+          "respect to rating scales",
+    "CR": "Hu and Liu 2004, Mining and summarizing customer reviews",
+    "SUBJ": "Pang and Lee 2004, A sentimental education: Sentiment analysis using subjectivity summarization "
+            "based on minimum cuts",
+    "MPQA": "Wiebe et al. 2005, Annotating expressions of opinions and emotions in language",
+    "SST2": "Socher et al. 2013, Recursive deep models for semantic compositionality over a sentiment treebank",
+    "TREC": "Li and Roth 2002, Learning question classifiers",
+    "MRPC": "Dolan and Brockett 2005, Automatically constructing a corpus of sentential paraphrases",
+}
+
+
 class TransferTask(Task):
-    """A SentEval transfer task evaluated with one of :data:`CLASSIFIERS`."""
+    """A SentEval transfer task evaluated with one of :data:`CLASSIFIERS`: accuracy on test data
+    (test folds or the test split), regularisation chosen on ``devacc`` (never test data)."""
 
-    main_metric = "acc"
-    selection_metric = "devacc"
-
-    def __init__(self, base: str, classifier: str) -> None:
+    def __init__(self, base: str, classifier: str, files: tuple[str, ...]) -> None:
         if classifier not in CLASSIFIERS:
             raise ValueError(f"unknown transfer classifier {classifier!r}; known: {', '.join(CLASSIFIERS)}")
         self.classifier = CLASSIFIERS[classifier]
-        self.name = variant_name(base, classifier)
         default = classifier == DEFAULT_CLASSIFIER
-        self.suites = ("transfer",) if default else (f"transfer-{classifier}",)
-        self.in_all = default
+        self.record = TaskRecord(
+            variant_name(base, classifier), "transfer", "test", "acc", "devacc", files, CITATIONS[base],
+            ("transfer",) if default else (f"transfer-{classifier}",), in_all=default, family=base,
+            variant="" if default else classifier)
 
 
 # --------------------------------------------------------------------------- reading
@@ -312,7 +324,7 @@ class BinaryTask(TransferTask):
     """MR, CR, SUBJ, MPQA: two files (label 1, label 0), nested 10-fold cross-validation."""
 
     def __init__(self, name: str, positive: str, negative: str, classifier: str = DEFAULT_CLASSIFIER) -> None:
-        super().__init__(name, classifier)
+        super().__init__(name, classifier, (positive, negative))
         self.positive, self.negative = positive, negative
 
     def load(self, data_dir: Path | None) -> dict[str, Any]:
@@ -328,17 +340,20 @@ class BinaryTask(TransferTask):
         return self.classifier.nested(encode(data["X"]), data["y"], fast, seed)
 
 
+SST2_SPLITS = ("train", "dev", "test")
+
+
 class SST2Task(TransferTask):
     """SST2: phrase-level train (67,349 lines), sentence dev and test; ``sentence \\t label`` per line."""
 
     root = "transfer/SST/binary"
 
     def __init__(self, classifier: str = DEFAULT_CLASSIFIER) -> None:
-        super().__init__("SST2", classifier)
+        super().__init__("SST2", classifier, tuple(f"{self.root}/sentiment-{split}" for split in SST2_SPLITS))
 
     def load(self, data_dir: Path | None) -> dict[str, Any]:
         out = {}
-        for split in ("train", "dev", "test"):
+        for split in SST2_SPLITS:
             lines = resolve_data(f"{self.root}/sentiment-{split}", data_dir).read_text(encoding="utf-8").splitlines()
             rows = [line.strip().split("\t") for line in lines]
             out[split] = _senteval_order([_tokens(r[0]) for r in rows], [int(r[1]) for r in rows],
@@ -346,7 +361,7 @@ class SST2Task(TransferTask):
         return out
 
     def sentences(self, data: dict[str, Any]) -> list[str]:
-        return [s for split in ("train", "dev", "test") for s in data[split][0]]
+        return [s for split in SST2_SPLITS for s in data[split][0]]
 
     def evaluate(self, encode: Encoder, data: dict[str, Any], fast: bool = False, seed: int = 0) -> dict[str, float]:
         parts = {split: (encode(X), y) for split, (X, y) in data.items()}
@@ -362,7 +377,7 @@ class TRECTask(TransferTask):
     root = "transfer/TREC"
 
     def __init__(self, classifier: str = DEFAULT_CLASSIFIER) -> None:
-        super().__init__("TREC", classifier)
+        super().__init__("TREC", classifier, (f"{self.root}/train_5500.label", f"{self.root}/TREC_10.label"))
 
     def _read(self, relpath: str, data_dir: Path | None) -> tuple[list[str], np.ndarray]:
         samples, labels = [], []
@@ -377,10 +392,8 @@ class TRECTask(TransferTask):
         return X, y
 
     def load(self, data_dir: Path | None) -> dict[str, Any]:
-        return {
-            "train": self._read(f"{self.root}/train_5500.label", data_dir),
-            "test": self._read(f"{self.root}/TREC_10.label", data_dir),
-        }
+        train, test = self.record.files
+        return {"train": self._read(train, data_dir), "test": self._read(test, data_dir)}
 
     def sentences(self, data: dict[str, Any]) -> list[str]:
         return data["train"][0] + data["test"][0]
@@ -390,13 +403,16 @@ class TRECTask(TransferTask):
         return self.classifier.kfold((encode(Xtr), ytr), (encode(Xte), yte), fast, seed)[0]
 
 
+MRPC_SPLITS = ("train", "test")
+
+
 class MRPCTask(TransferTask):
     """MRPC paraphrase detection on pair features (:func:`pair_features`), regularisation by CV on train."""
 
     root = "transfer/MRPC"
 
     def __init__(self, layout: str = "senteval", classifier: str = DEFAULT_CLASSIFIER) -> None:
-        super().__init__("MRPC", classifier)
+        super().__init__("MRPC", classifier, tuple(f"{self.root}/msr_paraphrase_{split}.txt" for split in MRPC_SPLITS))
         self.layout = layout
 
     def _read(self, relpath: str, data_dir: Path | None) -> dict[str, Any]:
@@ -407,10 +423,10 @@ class MRPCTask(TransferTask):
         return {"A": [p[0] for p in pairs], "B": [p[1] for p in pairs], "y": y}
 
     def load(self, data_dir: Path | None) -> dict[str, Any]:
-        return {split: self._read(f"{self.root}/msr_paraphrase_{split}.txt", data_dir) for split in ("train", "test")}
+        return {split: self._read(file, data_dir) for split, file in zip(MRPC_SPLITS, self.record.files)}
 
     def sentences(self, data: dict[str, Any]) -> list[str]:
-        return [s for split in ("train", "test") for side in ("A", "B") for s in data[split][side]]
+        return [s for split in MRPC_SPLITS for side in ("A", "B") for s in data[split][side]]
 
     def features(self, encode: Encoder, part: dict[str, Any]) -> np.ndarray:
         return pair_features(encode(part["A"]), encode(part["B"]), self.layout)

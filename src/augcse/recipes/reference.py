@@ -315,11 +315,8 @@ def poolers_section() -> list[str]:
             *table(["pooler", "pooling", "hidden states averaged", "train-only head"], rows)]
 
 
-TASK_MODULES = ("sts", "transfer", "clustering", "intent", "geometry")  # the order of load_builtin_tasks
-
-
 def tasks_section() -> list[str]:
-    from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks
+    from augcse.evaluation.tasks import SUITES, TASK_MODULES, TASKS, load_builtin_tasks
 
     load_builtin_tasks()
     # the registry's order depends on which module a process imported first: the document must not
@@ -339,11 +336,16 @@ def tasks_section() -> list[str]:
            "`clustering:PATH` scores K-means on your own `text,label` CSV (in no suite; never a selection "
            "score).", "",
            *table(["suite", "tasks"], [(f"`{s}`", ", ".join(names)) for s, names in suites.items()]),
-           *table(["task", "suites", "main metric", "selection metric", "what"],
-                  [(f"`{name}`", ", ".join(TASKS[name].suites), f"`{TASKS[name].main_metric}`",
-                    f"`{TASKS[name].selection_metric}`" if TASKS[name].selection_metric else "—",
-                    summary(type(TASKS[name]))) for name in tasks])]
+           *table(["task", "type", "split", "suites", "main metric", "selection metric", "what"],
+                  [task_row(TASKS[name]) for name in tasks])]
     return out
+
+
+def task_row(task: Any) -> tuple[str, ...]:
+    """One row of the task table, from the task's record."""
+    record = task.record
+    return (f"`{record.name}`", record.type, record.split, ", ".join(record.suites), f"`{record.main_metric}`",
+            f"`{record.selection_metric}`" if record.selection_metric else "—", summary(type(task)))
 
 
 def recipes_section() -> list[str]:
