@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import zipfile
 
 import pytest
 
-from augcse import assets
+from augcse import assets, download
 
 
 def test_packaged_model_and_explicit_folder(minilm_path, tiny_model_dir):
@@ -26,10 +27,35 @@ def test_data_dir_then_embedded_then_download(tmp_path, monkeypatch, data_dir):
     archive = tmp_path / "release.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("inner/file.txt", "hello\n")
-    monkeypatch.setitem(assets.DOWNLOADS, "x/file.txt", assets.Download(archive.as_uri(), "inner/file.txt"))
+    _serve(monkeypatch, archive, hashlib.sha256(b"hello\n").hexdigest())
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     got = assets.resolve_data("x/file.txt")
     assert got.read_text() == "hello\n" and str(got).startswith(str(tmp_path / "cache"))
+
+
+def _serve(monkeypatch, archive, sha256: str) -> None:
+    """An on-demand source (a local file:// zip) installing ``x/file.txt``, with ``sha256`` recorded for it."""
+    source = download.Source("test", download.Group.CORPUS, "test", {"zip": archive.as_uri()},
+                             (download.Member("x/file.txt", ("zip:inner/file.txt",)),), on_demand=True)
+    monkeypatch.setattr(download, "sources", lambda: (source,))
+    monkeypatch.setattr(download, "checksums", lambda: {"x/file.txt": sha256})
+
+
+def test_on_demand_download_with_a_wrong_checksum_installs_nothing(tmp_path, monkeypatch):
+    """The one downloader verifies on-demand files too: a mismatch is refused and leaves nothing behind."""
+    monkeypatch.setenv("AUGCSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("AUGCSE_DATA", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    archive = tmp_path / "release.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("inner/file.txt", "tampered\n")
+    _serve(monkeypatch, archive, hashlib.sha256(b"hello\n").hexdigest())
+    with pytest.raises(assets.AssetError, match="differ from the recorded sha256") as err:
+        assets.resolve_data("x/file.txt")
+    assert "\n" not in str(err.value)
+    downloads = tmp_path / "cache" / "downloads"
+    assert not (downloads / "x").exists()  # nothing installed
+    assert [p.name for p in downloads.rglob("*") if p.is_file()] == []  # no archive or part kept as if complete
 
 
 def test_bad_data_dir_is_one_clear_line(tmp_path):

@@ -188,3 +188,48 @@ def test_no_data_directory_is_refused(monkeypatch, capsys):
     monkeypatch.delenv("AUGCSE_DATA", raising=False)
     assert main(["download", "sts"]) == 2
     assert "--data-dir" in capsys.readouterr().err
+
+
+def _one_error_line(capsys) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_a_data_directory_that_is_a_file_is_refused_before_any_download(server, tmp_path, capsys):
+    target = tmp_path / "data"
+    target.write_text("not a folder")
+    assert _download(server, target, "clustering") == 2
+    assert "--data-dir " + str(target) + " is a file, not a folder" in _one_error_line(capsys)
+    assert server.log == []  # refused before any network
+
+
+def test_an_unwritable_data_directory_is_refused_before_any_download(server, tmp_path, monkeypatch, capsys):
+    """A read-only data directory (the write probe fails with EROFS, as on a read-only mount)."""
+    import errno
+    import tempfile
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    assert _download(server, tmp_path / "data", "clustering") == 2
+    line = _one_error_line(capsys)
+    assert f"--data-dir {tmp_path / 'data'} cannot be written (Read-only file system)" in line
+    assert server.log == []
+
+
+def test_no_network_is_one_line_saying_what_to_do(tmp_path, capsys):
+    """A host that cannot be reached (a closed port on 127.0.0.1): one line, no retries, the fixes named."""
+    import socket
+
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main(["download", "clustering", "--data-dir", str(tmp_path / "data"),
+                 "--mirror", f"http://127.0.0.1:{port}"]) == 1
+    line = _one_error_line(capsys)
+    assert f"cannot reach 127.0.0.1:{port}" in line
+    assert "check the network connection" in line and "--mirror URL" in line
+    assert "attempts" not in line  # an unreachable host is not tried again
+    assert not (tmp_path / "data" / "clustering").exists()

@@ -54,8 +54,9 @@ class DownloadError(RuntimeError):
     """A download or its verification failed; the message says which file and what to do."""
 
 
-class ConnectionFailed(DownloadError):
-    """The host could not be reached at all (no network, a wrong mirror): trying again will not help."""
+class Unrecoverable(DownloadError):
+    """The host could not be reached (no network, a wrong mirror) or the download cannot be written:
+    trying again will not help."""
 
 
 @dataclass(frozen=True)
@@ -218,10 +219,13 @@ def fetch(url: str, dest: Path, log: Callable[[str], None] = print) -> Path:
             part.replace(dest)
             return dest
         raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ConnectionFailed(f"cannot reach {urlsplit(url).netloc or url} ({reason}); check the network "
+    except urllib.error.URLError as exc:
+        raise Unrecoverable(f"cannot reach {urlsplit(url).netloc or url} ({exc.reason}); check the network "
                                f"connection, or fetch from a mirror with --mirror URL (or ${MIRROR_ENV})") from None
+    except OSError as exc:
+        if exc.filename is not None:  # writing the part, not the connection
+            raise Unrecoverable(f"cannot write {exc.filename} ({exc.strerror})") from None
+        raise DownloadError(f"{url}: the connection failed ({exc})") from None
     got = part.stat().st_size
     if expected is not None and got < expected:
         raise DownloadError(f"{url}: connection ended at {got} of {expected} bytes")
@@ -295,6 +299,7 @@ def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None 
             log: Callable[[str], None] = print) -> list[str]:
     """Fetch, convert, verify and move one source into ``data_dir``; returns the paths it installed."""
     log(f"{source.name} ({source.group.value}); licence: {source.licence}")
+    cache_dir.mkdir(parents=True, exist_ok=True)
     for attempt in range(retries + 1):
         files = {}
         try:
@@ -303,7 +308,7 @@ def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None 
                 name = hashlib.sha1(url.encode()).hexdigest()[:16] + "-" + Path(urlsplit(url).path).name
                 log(f"  fetching {real}")
                 files[key] = fetch(real, cache_dir / name, log)
-        except ConnectionFailed as exc:
+        except Unrecoverable as exc:
             raise DownloadError(f"{source.name}: {exc}") from None
         except DownloadError as exc:
             if attempt == retries:
@@ -373,16 +378,31 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_download_cli)
 
 
+def writable_folder(path: Path, option: str) -> Path:
+    """``path``, created if missing and proven writable; ValueError naming it and the fix otherwise.
+
+    Checked before any download, so a wrong folder costs no network time.
+    """
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{option} {path} is a file, not a folder; give a folder to download into")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{option} {path} cannot be written ({exc.strerror or exc}); give a folder you can "
+                         "write to") from None
+    return path
+
+
 def _download_cli(args: argparse.Namespace) -> int:
     target = args.data_dir or os.environ.get("AUGCSE_DATA")
     if not target:
         raise ValueError("name the data directory to fill: --data-dir DIR or $AUGCSE_DATA")
     if args.retries < 0:
         raise ValueError("--retries must be 0 or more")
-    data_dir = Path(target)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    cache_dir = Path(args.cache_dir) if args.cache_dir else data_dir / ".downloads"
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = writable_folder(Path(target), "--data-dir" if args.data_dir else "$AUGCSE_DATA")
+    cache_dir = writable_folder(Path(args.cache_dir) if args.cache_dir else data_dir / ".downloads", "--cache-dir")
     try:
         for source in select_sources(args.what):
             install(source, data_dir, cache_dir, args.mirror, args.retries)
