@@ -80,3 +80,17 @@ def test_tasks_run_on_a_model(tiny_st, data_dir: Path) -> None:
 
     scores = run_tasks(tiny_st, ["Tweet"], data_dir, fast=True, progress=False)["Tweet"]
     assert 0 < scores["acc"] <= 100 and 0 <= scores["nmi"] <= 100
+
+
+@pytest.mark.parametrize("rows, found", [("a cat,pets\na dog,pets\n", "only 'pets'"), ("", "no rows")])
+def test_a_file_with_fewer_than_two_labels_is_refused_before_the_model_loads(tmp_path, capsys, rows, found) -> None:
+    """With one label every clustering is perfect (it scored 100.00): refused in one line, exit 2. The model
+    named does not exist, so an error about the file proves it came first."""
+    from augcse.cli import main
+
+    path = tmp_path / "one.csv"
+    path.write_text("text,label\n" + rows)
+    assert main(["eval", str(tmp_path / "no-model"), "--tasks", f"clustering:{path}"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"augcse eval: error: clustering:{path}: needs at least 2 distinct labels to score a clustering, "
+                     f"found {found}; label the rows by group"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -70,7 +71,11 @@ def test_train_writes_run_directory_and_exports(tmp_path, tiny_model_dir, corpus
     assert [r["step"] for r in evals] == [4, 8]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["best_step"] in (4, 8) and summary["corpus_stats"]["kept"] == 96
-    assert "STSBenchmark-original" in json.loads((run / "eval.json").read_text())["after"]
+    saved = json.loads((run / "eval.json").read_text())
+    assert "STSBenchmark-original" in saved["after"]
+    versions = saved["versions"]["after"]  # what the scores were computed with
+    assert versions["model"]["sha256"] == hashlib.sha256((run / "final/model.safetensors").read_bytes()).hexdigest()
+    assert versions["data"] and all(f["as_recorded"] for f in versions["data"].values())
     resolved = yaml.safe_load((run / "recipe.yaml").read_text())
     assert resolved["loss"]["name"] == "simcse" and resolved["training"]["max_steps"] == 8
     # the export: plain SentenceTransformer, no train-only head, same embeddings as `augcse encode`

@@ -273,6 +273,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
         GracefulStop, JsonlLogger, LossStateCheckpoint, SyncLossGradients, restore_loss_state, truncate_log,
     )
     from augcse.evaluation.suite import SuiteEvaluator
+    from augcse.evaluation.versions import record_versions
     from augcse.losses import bind_dataset
     from augcse.model_card import write_model_card
     from augcse.views import ViewContext, build_views
@@ -349,6 +350,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
         if after_tasks:
             scores["after"] = evaluate(model, after_tasks, root, recipe.eval.batch_size)
             print("\n" + format_table(scores), flush=True)
+        record_versions(scores, "after", final, [dev, after_tasks], root)
         eval_file.write_text(json.dumps(scores, indent=2))
         write_model_card(final, recipe, scores, {**summary, "seconds": time.perf_counter() - started}, loss)
         summary["seconds"] = time.perf_counter() - started

@@ -8,6 +8,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 # secondary metrics printed beside the main score and saved by --save-to as "task/metric"
 DETAIL_METRICS = ("mean", "wmean", "nmi", "5shot", "10shot", "20shot", "alignment")
@@ -32,14 +33,17 @@ def _table(results: dict[str, dict[str, float]], scores: dict[str, float]) -> st
     return "\n".join(lines)
 
 
-def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "after") -> Path:
+def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "after",
+                versions: dict[str, Any] | None = None) -> Path:
     """Merge ``scores`` into ``RUN_DIR/eval.json`` under ``stage``, so ``augcse report``/``compare`` show them.
 
     Scores already there for other tasks are kept and suite averages are recomputed over all the
-    stage's tasks; the file is replaced atomically, so an interrupted write never leaves a
-    half-written ``eval.json``.
+    stage's tasks; ``versions`` (:func:`augcse.evaluation.versions.versions`) replaces the stage's
+    versions, keeping the data files already listed when the model is the same one. The file is
+    replaced atomically, so an interrupted write never leaves a half-written ``eval.json``.
     """
     from augcse.evaluation.suite import with_suite_averages
+    from augcse.evaluation.versions import VERSIONS_KEY
 
     path = Path(run_dir) / "eval.json"
     if not path.parent.is_dir():
@@ -51,6 +55,11 @@ def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "aft
         except json.JSONDecodeError as err:
             raise ValueError(f"--save-to: {path} is not valid JSON ({err}); fix or remove it first") from None
     saved[stage] = with_suite_averages({**saved.get(stage, {}), **scores})
+    if versions is not None:
+        before = saved.get(VERSIONS_KEY, {}).get(stage, {})
+        if before.get("model") == versions["model"]:
+            versions = {**versions, "data": {**before.get("data", {}), **versions["data"]}}
+        saved.setdefault(VERSIONS_KEY, {})[stage] = versions
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(saved, indent=2), encoding="utf-8")
     os.replace(tmp, path)
@@ -102,6 +111,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_cli(args: argparse.Namespace) -> int:
     from augcse.evaluation.tasks import resolve_tasks, variant_of  # not for --help
+    from augcse.evaluation.versions import VERSIONS_KEY, versions
 
     if args.list:
         print(task_listing())
@@ -129,6 +139,8 @@ def _run_cli(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.save_to and not Path(args.save_to).is_dir():
         raise ValueError(f"--save-to {args.save_to} is not a directory; give a training run folder")
+    if args.save_to and args.stage == VERSIONS_KEY:
+        raise ValueError(f"--stage {VERSIONS_KEY}: eval.json keeps the versions under that key; name another stage")
     root = resolve_data_dir(args.data_dir)
     model = load_model(args.model, pooler=args.pooler)
     start = time.perf_counter()
@@ -140,7 +152,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     print(_table(results, scores))
     print(f"({len(names)} tasks in {seconds:.0f} s)")
     if args.save_to:
-        saved = save_scores(args.save_to, {**scores, **details(results)}, args.stage)
+        saved = save_scores(args.save_to, {**scores, **details(results)}, args.stage, versions(args.model, names, root))
         print(f"scores merged into {saved} ({args.stage})")
     if args.json:
         print(json.dumps(scores))

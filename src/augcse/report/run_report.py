@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from augcse.evaluation.tasks import is_average
+from augcse.evaluation.versions import VERSIONS_KEY
 from augcse.report.document import Code, Document, Heading, Image, Paragraph, Table
 from augcse.report.plots import curve_series, training_curves
 
@@ -100,7 +101,7 @@ def load_run(run_dir: str | Path) -> Run:
                 run.records.append(record)
     loaded = _read_json(path / "eval.json")
     run.scores = {stage: single_task_averages_dropped(flatten_scores(v)) for stage, v in loaded.items()
-                  if isinstance(v, dict)}
+                  if isinstance(v, dict) and stage != VERSIONS_KEY}
     run.summary = _read_json(path / "summary.json")
     return run
 
