@@ -233,3 +233,19 @@ def test_no_network_is_one_line_saying_what_to_do(tmp_path, capsys):
     assert "check the network connection" in line and "--mirror URL" in line
     assert "attempts" not in line  # an unreachable host is not tried again
     assert not (tmp_path / "data" / "clustering").exists()
+
+
+def test_a_task_name_downloads_the_sources_its_record_lists(server, data_dir, tmp_path):
+    target = tmp_path / "data"
+    assert _download(server, target, "STSBenchmark-dev-original", "SICKRelatedness-dev-original") == 0
+    fetched = {path.rsplit("/", 1)[-1] for path, _ in server.log}
+    assert fetched == {"Stsbenchmark.tar.gz", "sick_train.zip", "sick_trial.zip", "sick_test_annotated.zip"}
+    for relpath in ("sts/original/STSBenchmark/stsbenchmark/sts-dev.csv", "sts/original/SICK/SICK_trial.txt"):
+        assert (target / relpath).read_bytes() == (data_dir / relpath).read_bytes()
+
+
+def test_an_unknown_name_is_refused_before_any_download(server, tmp_path, capsys):
+    assert _download(server, tmp_path / "data", "STS21") == 2
+    line = _one_error_line(capsys)
+    assert "unknown task or suite 'STS21'" in line and "did you mean" in line
+    assert server.log == [] and not (tmp_path / "data").exists()

@@ -357,21 +357,39 @@ def install_on_demand(path: str, root: Path) -> Path | None:
 
 
 def select_sources(names: list[str]) -> list[Source]:
-    wanted = {g.value for g in Group} if "all" in names else set(names)
-    return [s for s in sources() if s.group.value in wanted]
+    """The sources of groups (``sts``, ``transfer``… ``all``) and, for any other name, of the tasks and
+    suites it names: the sources that install the files their records list (ValueError for a name
+    that is neither, or a task whose files no source installs)."""
+    groups = {g.value for g in Group}
+    wanted = groups if "all" in names else groups & set(names)
+    chosen = [s for s in sources() if s.group.value in wanted]
+    tasks = [n for n in names if n not in groups and n != "all"]
+    if tasks:
+        from augcse.evaluation.tasks import get_task, resolve_tasks  # the CLI's glue; tasks import this module
+
+        for name in resolve_tasks(tasks):
+            for path in get_task(name).record.files:
+                source = source_for(path)
+                if source is None:
+                    raise ValueError(f"{name}: no source downloads {path}; name a task or group "
+                                     f"({', '.join(sorted(groups))}, all)")
+                chosen += [source] if source not in chosen else []
+    return chosen
 
 
 # --------------------------------------------------------------------------- CLI
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    choices = [g.value for g in Group] + ["all"]
+    groups = [g.value for g in Group] + ["all"]
     parser = subparsers.add_parser(
         "download", help="download evaluation data and wiki1m from their official sources into the data directory",
         description="Download from the official sources, verify recorded sha256, unpack into the data directory.")
-    parser.add_argument("what", nargs="*", default=["all"], choices=choices, metavar="WHAT",
-                        help=f"any of {', '.join(choices)} (default: all)")
+    parser.add_argument("what", nargs="*", default=["all"], metavar="WHAT",
+                        help=f"any of {', '.join(groups)} (default: all), or task and suite names (e.g. STS12, "
+                             "MR): the sources of the files their records list")
     parser.add_argument("--data-dir", help="the data directory to fill (default: $AUGCSE_DATA)")
-    parser.add_argument("--cache-dir", help="where downloads are kept while in progress (default: <data dir>/.downloads)")
+    parser.add_argument("--cache-dir",
+                        help="where downloads are kept while in progress (default: <data dir>/.downloads)")
     parser.add_argument("--mirror", default=os.environ.get(MIRROR_ENV),
                         help=f"fetch MIRROR/host/path instead of each official URL (default: ${MIRROR_ENV})")
     parser.add_argument("--retries", type=int, default=2, help="downloads again after a checksum failure (default: 2)")
@@ -401,10 +419,11 @@ def _download_cli(args: argparse.Namespace) -> int:
         raise ValueError("name the data directory to fill: --data-dir DIR or $AUGCSE_DATA")
     if args.retries < 0:
         raise ValueError("--retries must be 0 or more")
+    chosen = select_sources(args.what)
     data_dir = writable_folder(Path(target), "--data-dir" if args.data_dir else "$AUGCSE_DATA")
     cache_dir = writable_folder(Path(args.cache_dir) if args.cache_dir else data_dir / ".downloads", "--cache-dir")
     try:
-        for source in select_sources(args.what):
+        for source in chosen:
             install(source, data_dir, cache_dir, args.mirror, args.retries)
     except DownloadError as exc:
         print(f"augcse download: error: {exc}", file=sys.stderr)

@@ -4,8 +4,9 @@ sentence-transformers fills its :class:`SentenceTransformerModelCardData` while 
 and its parameters, hyper-parameters, training logs, library versions). What it cannot know is set here
 before the card is rendered again: the base model (the recipe's backbone, which was loaded from a local
 copy), the corpus actually used with its counts, every score of the after-training evaluation as a
-``model-index`` entry with its task type, metric and scale (read from the task's record), and widget examples from STS-B dev sentence pairs
-instead of raw corpus lines. An augcse section follows with before/after scores and the recipe.
+``model-index`` entry with its task type, metric and scale (read from the task's record), and widget
+examples from STS-B dev sentence pairs instead of raw corpus lines. An augcse section follows with
+before/after scores and the recipe.
 """
 
 from __future__ import annotations

@@ -115,8 +115,11 @@ class TaskRecord:
 
     def check_complete(self) -> None:
         """ValueError naming every file without a recorded checksum or download source."""
-        missing = [f"{f.path} (no {' or '.join(k for k, v in (('sha256', f.sha256), ('source', f.source)) if v is None)})"
-                   for f in self.data_files() if f.sha256 is None or f.source is None]
+        missing = []
+        for file in self.data_files():
+            lacks = [key for key, value in (("sha256", file.sha256), ("source", file.source)) if value is None]
+            if lacks:
+                missing.append(f"{file.path} (no {' or '.join(lacks)})")
         if missing:
             raise ValueError(f"task {self.name!r}: record these files in data/checksums.sha256 and "
                              f"data/downloads.yaml: {', '.join(missing)}")
@@ -235,11 +238,9 @@ def variant_of(name: str, variant: str) -> str:
     ``"original"``: the untokenised files), or ``name`` itself when there is none."""
     load_builtin_tasks()
     record = TASKS[name].record
-    for task in TASKS.values():
-        other = task.record
-        if (other.family, other.split, other.type, other.variant) == (record.family, record.split, record.type, variant):
-            return other.name
-    return name
+    wanted = (record.family, record.type, record.split, variant)
+    return next((t.name for t in TASKS.values() if (t.record.family, t.record.type, t.record.split,
+                                                    t.record.variant) == wanted), name)
 
 
 def load_builtin_tasks() -> None:
