@@ -249,3 +249,21 @@ def test_an_unknown_name_is_refused_before_any_download(server, tmp_path, capsys
     line = _one_error_line(capsys)
     assert "unknown task or suite 'STS21'" in line and "did you mean" in line
     assert server.log == [] and not (tmp_path / "data").exists()
+
+
+def test_a_file_whose_copies_differ_between_releases_is_installed_with_a_note(mirror_files, tmp_path, capsys):
+    """SentEval's STS-B files depend on the Moses version (downloads.yaml ``may_differ``): a copy unlike the
+    recorded one is installed and named, not refused (an ordinary file would be, see above)."""
+    key = next(p for p in mirror_files if p.endswith("senteval.tar"))
+    with tarfile.open(fileobj=io.BytesIO(mirror_files[key])) as archive:
+        entries = {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+    entries["STS/STSBenchmark/sts-dev.csv"] = entries["STS/STSBenchmark/sts-dev.csv"].replace(b" .", b".", 1)
+    server = Server({**mirror_files, key: _archive(key, entries)})
+    try:
+        assert _download(server, tmp_path / "data", "STSBenchmark-dev") == 0
+    finally:
+        server.close()
+    out = capsys.readouterr().out
+    assert "note: not the recorded copies" in out and out.count("STSBenchmark/sts-dev.csv") == 1
+    installed = tmp_path / "data/sts/senteval/downstream/STS/STSBenchmark/sts-dev.csv"
+    assert installed.read_bytes() == entries["STS/STSBenchmark/sts-dev.csv"]

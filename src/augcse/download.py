@@ -325,8 +325,8 @@ def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None 
                 written, bad, differ, unverified = [], [f"(unreadable download: {exc})"], [], 0
             if not bad:
                 if differ:
-                    log(f"  note: {', '.join(differ)} differ from the copies the evaluation was measured on "
-                        "(see the data directory's SOURCES.md); scores on them may differ slightly")
+                    log(f"  note: not the recorded copies the evaluation was measured on, installed anyway (this "
+                        f"source's copies differ between releases; scores may differ slightly): {', '.join(differ)}")
                 for relpath in written:
                     final = data_dir / relpath
                     final.parent.mkdir(parents=True, exist_ok=True)
