@@ -36,7 +36,7 @@ COMMANDS: dict[str, Command] = {
     "compare": Command("augcse.report.cli", "compare runs: per-task mean ± sd over seeds, plots, significance"),
     "assets": Command("augcse.assets_cli", "list every model, pipeline and data file and where it resolves from"),
     "reproduce": Command("augcse.reproduce", "reproduce a paper's table: runs × seeds, evaluation, ours beside published"),
-    "download": Command("augcse.download", "download evaluation data and wiki1m from their official sources"),
+    "download": Command("augcse.download_cli", "download evaluation data and wiki1m from their official sources"),
 }
 
 

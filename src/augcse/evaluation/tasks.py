@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from augcse.download import checksums, source_of
+
 Encoder = Callable[[Sequence[str]], np.ndarray]
 
 # the modules that register tasks, in the order listings and the recipe reference show them
@@ -109,8 +111,6 @@ class TaskRecord:
 
     def data_files(self) -> tuple[DataFile, ...]:
         """Every file with its recorded sha256 and source (None where ``augcse download`` has none)."""
-        from augcse.download import checksums, source_of
-
         return tuple(DataFile(path, checksums().get(path), source_of(path)) for path in self.files)
 
     def check_complete(self) -> None:
