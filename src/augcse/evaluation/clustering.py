@@ -151,7 +151,8 @@ class ClusteringFileTask(ClusteringTask):
 
 FILE_TASKS["clustering"] = ClusteringFileTask
 
-SCCL = "as gathered by Zhang et al. 2021, Supporting Clustering with Contrastive Learning"
+SCCL = ("prepared by Rakib et al. 2020, Enhancement of Short Text Clustering by Iterative Classification, as "
+        "used by SCCL (Zhang et al. 2021)")
 XU = "Xu et al. 2017, Self-taught convolutional neural networks for short text clustering"
 YIN = "Yin and Wang 2016, A model-based approach for text clustering with outlier detection"
 for _name, _file, _citation in (

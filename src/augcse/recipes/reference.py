@@ -337,7 +337,13 @@ def tasks_section() -> list[str]:
            "score).", "",
            *table(["suite", "tasks"], [(f"`{s}`", ", ".join(names)) for s, names in suites.items()]),
            *table(["task", "type", "split", "suites", "main metric", "selection metric", "what"],
-                  [task_row(TASKS[name]) for name in tasks])]
+                  [task_row(TASKS[name]) for name in tasks]),
+           "Each task's record (`augcse.evaluation.tasks.TaskRecord`) also lists the data files it reads, each "
+           "with its recorded sha256 (`src/augcse/data/checksums.sha256`) and source "
+           "(`src/augcse/data/downloads.yaml`; `augcse download TASK` fetches them), and its data set's "
+           "citation:", "",
+           *table(["data set", "citation"], list(dict.fromkeys((TASKS[n].record.family, TASKS[n].record.citation)
+                                                                for n in tasks)))]
     return out
 
 
