@@ -136,3 +136,28 @@ def test_data_versions_are_the_files_read_checked_against_the_record(data_dir):
     assert data_versions(["STSBenchmark-dev", "STSBenchmark-dev-original"], data_dir) == {
         STSB_DEV: {"sha256": checksums()[STSB_DEV], "as_recorded": True},
         original: {"sha256": checksums()[original], "as_recorded": True}}
+
+
+def test_a_record_lists_exactly_the_files_its_task_reads(data_dir, monkeypatch):
+    """The record is not a second description that could drift: loading each task reads its files and no other."""
+    import augcse.evaluation.clustering as clustering
+    import augcse.evaluation.geometry as geometry
+    import augcse.evaluation.sts as sts
+    import augcse.evaluation.transfer as transfer
+    from augcse.assets import resolve_data
+
+    read: list[str] = []
+
+    def spy(relpath, data_dir_=None, download=True):
+        read.append(relpath)
+        return resolve_data(relpath, data_dir_, download)
+
+    for module in (sts, transfer, clustering, geometry):
+        monkeypatch.setattr(module, "resolve_data", spy)
+    for name, task in TASKS.items():
+        if task.record.variant == "sklearn":  # the same loader as the default classifier's task
+            assert task.record.files == TASKS[task.record.family].record.files
+            continue
+        read.clear()
+        task.load(data_dir)
+        assert set(read) == set(task.record.files), name
