@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import tarfile
 import threading
 import zipfile
@@ -267,3 +268,15 @@ def test_a_file_whose_copies_differ_between_releases_is_installed_with_a_note(mi
     assert "note: not the recorded copies" in out and out.count("STSBenchmark/sts-dev.csv") == 1
     installed = tmp_path / "data/sts/senteval/downstream/STS/STSBenchmark/sts-dev.csv"
     assert installed.read_bytes() == entries["STS/STSBenchmark/sts-dev.csv"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_data_directory_is_refused(server, tmp_path, capsys):
+    target = tmp_path / "data"
+    target.mkdir()
+    target.chmod(0o555)
+    try:
+        assert _download(server, target, "clustering") == 2
+    finally:
+        target.chmod(0o755)
+    assert "cannot be written" in _one_error_line(capsys) and server.log == []
