@@ -87,7 +87,8 @@ class Source:
 
 @cache
 def sources() -> tuple[Source, ...]:
-    data = yaml.safe_load(resources.files("augcse").joinpath("data/downloads.yaml").read_text(encoding="utf-8"))
+    text = resources.files("augcse").joinpath("data/downloads.yaml").read_text(encoding="utf-8")
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # read by every task registry
     out = []
     for spec in data["sources"]:
         members = tuple(Member(m["target"], tuple(m["inputs"]), m.get("convert", "copy"), m.get("option"))
