@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from augcse import paper_settings
 from augcse.published import Published, Reported, published
 from augcse.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
 
@@ -68,8 +69,7 @@ class Row:
         from augcse.evaluation.tasks import SUITES, load_builtin_tasks
 
         load_builtin_tasks()
-        own = [t for t in self.tasks if any(t in SUITES[suite] for suite in suites)]
-        return ",".join(own or suites)
+        return ",".join(",".join(t for t in self.tasks if t in SUITES[suite]) or suite for suite in suites)
 
     def tasks_spec(self) -> str:
         """What the trained (or evaluated) model is evaluated on with its own pooler."""
@@ -223,6 +223,18 @@ def plan(paper: Paper, rows: list[Row], seeds: list[int], output: Path, override
                                                      f"seed={seed}", f"output_dir={root}"])
             runs.append(Run(row, seed, recipe.run_dir, recipe=recipe, tasks=tasks))
     return runs
+
+
+def resolved(row: Row, recipe: Recipe | None = None) -> dict[str, Any]:
+    """The values :mod:`augcse.paper_settings` holds a row to: its resolved recipe (``recipe``, else the
+    built-in recipe plus the row's overrides) and the pooler each suite is evaluated through; for an
+    evaluation row, ``evaluate.model`` and ``evaluate.pooler``."""
+    if not row.trained:
+        return {"evaluate": {"model": row.evaluate.model, "pooler": row.evaluate.pooler}}
+    recipe = recipe or load_recipe(None, row.recipe, list(row.overrides))
+    values = recipe.to_dict()
+    values["eval_pooler"] = {suite: dict(row.eval_poolers).get(suite, recipe.model.pooler) for suite in row.suites}
+    return values
 
 
 def gpu_hours(run: Run, nproc: int = 1) -> float:
@@ -415,6 +427,53 @@ def build_document(paper: Paper, runs: list[Run]):
     return doc
 
 
+def headline_figures(row: Row, ref: Published) -> set[str]:
+    """What a plan shows of a published row: its averages of the row's suites, or a suite's tasks where the
+    paper prints no average (VaSCL's intent table)."""
+    shown = row.averages & set(ref.scores)
+    return shown or set(ref.scores)
+
+
+def row_settings(paper: Paper, runs: list[Run]) -> list[dict[str, Any]]:
+    """Per row: its deviations from the paper (and settings the paper leaves open) with their reasons, and
+    what the run's recipe (with the command line's overrides) holds differently from the table."""
+    out = []
+    for row in dict.fromkeys(run.row for run in runs):
+        recipe = next((run.recipe for run in runs if run.row == row and run.recipe is not None), None)
+        values = resolved(row, recipe)
+        overridden = [str(finding) for finding in paper_settings.check(paper.name, row.name, values)]
+        out.append({"row": row.name, "deviations": [
+            {"key": s.key, "paper": None if not s.stated else s.paper, "stated": s.stated, "source": s.source,
+             "ours": s.expected, "reason": s.reason} for s in paper_settings.deviations(paper.name, row.name)],
+            "differs_from_table": overridden})
+    return out
+
+
+def plan_json(paper: Paper, runs: list[Run], nproc: int) -> dict[str, Any]:
+    """The dry run for tools: runs, published figures, per-row deviations and GPU-hours."""
+    rows = list(dict.fromkeys(run.row for run in runs))
+    return {
+        "paper": paper.name, "title": paper.title,
+        "runs": [{"row": run.row.name, "seed": run.seed, "run_dir": str(run.run_dir), "done": run.done,
+                  "recipe": run.row.recipe, "overrides": list(run.row.overrides),
+                  "evaluate": run.model, "tasks": run.tasks or run.row.tasks_spec(),
+                  "eval_poolers": dict(run.row.eval_poolers), "main": run.row.main,
+                  "gpu_hours": round(gpu_hours(run, nproc), 3)} for run in runs],
+        "published": {row.name: {ref: {k: v for k, v in published(ref).scores.items()
+                                       if k in headline_figures(row, published(ref))} for ref in row.published}
+                      for row in rows},
+        "settings": row_settings(paper, runs),
+        "gpu_hours_to_run": round(sum(gpu_hours(run, nproc) for run in runs if not run.done), 3),
+    }
+
+
+def headline_figures(row: Row, ref: Published) -> set[str]:
+    """What a plan shows of a published row: its averages of the row's suites, or a suite's tasks where the
+    paper prints no average (VaSCL's intent table)."""
+    shown = row.averages & set(ref.scores)
+    return shown or set(ref.scores)
+
+
 def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
     spec = throughput()
     out = [f"{paper.title}", "", f"{len(runs)} runs:"]
@@ -422,6 +481,7 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
         state = "done" if run.done else ("partial, resumes" if run.started else "to run")
         if run.recipe is not None:
             what = f"recipe {run.row.recipe} seed {run.seed}" + (f" + {' '.join(run.row.overrides)}" if run.row.overrides else "")
+            what += "".join(f"; {suite} evaluated through {pooler}" for suite, pooler in run.row.eval_poolers)
         else:
             what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler}) on {run.tasks or run.row.tasks_spec()}"
         kind = "main" if run.row.main else "ablation/baseline"
@@ -430,8 +490,14 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
     for row in dict.fromkeys(run.row for run in runs):
         for ref in map(published, row.published):
             figures = ", ".join(f"{k} {v:.2f}" + (f" ± {ref.sd[k]:.2f}" if k in ref.sd else "")
-                                for k, v in ref.scores.items() if k in row.averages)
+                                for k, v in ref.scores.items() if k in headline_figures(row, ref))
             out.append(f"  {row.name}: {ref.id} ({ref.source}; {ref.reported.value}): {figures}")
+    out += ["", "Settings that differ from the paper or that it leaves open (data/paper_settings.yaml):"]
+    for entry in row_settings(paper, runs):
+        out.append(f"  {entry['row']}:")
+        out += [f"    {s.describe()}" for s in paper_settings.deviations(paper.name, entry["row"])] or [
+            "    none: every stated setting is the paper's"]
+        out += [f"    DIFFERS FROM THE TABLE: {text}" for text in entry["differs_from_table"]]
     total = sum(gpu_hours(run, nproc) for run in runs if not run.done)
     out += ["", f"GPU-hours still to run: {total:.1f} at {spec.sentences_per_second:g} sentences/s per GPU "
                 f"(documented, not measured here: {spec.source})"]
@@ -470,7 +536,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA)")
     parser.add_argument("--tasks", help="evaluate on these tasks instead of the paper's protocol (e.g. STSBenchmark)")
     parser.add_argument("--nproc", type=_positive, default=1, help="processes (GPUs) per run, through torchrun")
-    parser.add_argument("--dry-run", action="store_true", help="list the runs, published figures and GPU-hours")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the runs, published figures, settings that differ from the paper and GPU-hours")
+    parser.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON, for tools")
     parser.add_argument("--checkpoints", action="store_true",
                         help="evaluate the paper's released checkpoints with their published pooler instead")
     parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH",
@@ -480,6 +548,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def _reproduce_cli(args: argparse.Namespace) -> int:
     paper = papers()[args.paper]
+    if args.json and not args.dry_run:
+        raise ValueError("--json goes with --dry-run (a reproduction writes reproduce.md and reproduce.html)")
     if args.tasks:
         from augcse.evaluation.tasks import resolve_tasks
 
@@ -497,7 +567,8 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
     output = Path(args.output) / ("checkpoints" if args.checkpoints else "")
     runs = plan(paper, rows, args.seeds, output, list(args.overrides), args.tasks, mapping)
     if args.dry_run:
-        print(describe_plan(paper, runs, args.nproc))
+        text = json.dumps(plan_json(paper, runs, args.nproc), indent=2) if args.json else describe_plan(paper, runs, args.nproc)
+        print(text)
         return 0
     for index, run in enumerate(runs, 1):
         if run.done:
