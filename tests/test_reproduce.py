@@ -32,8 +32,11 @@ def test_dry_run_lists_every_row_with_its_published_figures(paper, tmp_path, cap
             assert f"{tmp_path}/{paper}/{row.name}-s1 " in out and f"{row.name}-s2 " in out
         for ref in map(published, row.published):
             (line,) = [x for x in out.splitlines() if x.strip().startswith(f"{row.name}: {ref.id} (")]
-            for suite in row.suites:  # a row is shown with the published averages of its own suites only
+            shown = [suite for suite in row.suites if f"{suite}_avg" in ref.scores]
+            for suite in shown:  # a row is shown with the published averages of its own suites only
                 assert f"{suite}_avg {ref.scores[f'{suite}_avg']:.2f}" in line
+            if not shown:  # a table without an average (VaSCL's intent) is shown task by task
+                assert all(f"{task} {value:.2f}" in line for task, value in ref.scores.items())
             assert "transfer_avg" not in line or "transfer" in row.suites
     assert re.search(r"GPU-hours still to run: \d+\.\d at 417 sentences/s", out)
     assert not list(tmp_path.iterdir())  # a dry run writes nothing
@@ -154,3 +157,87 @@ def test_augcse_transfer_rows_are_the_table_11_setting_selected_on_transfer_dev(
         (run.run_dir / "eval.json").write_text(json.dumps({"after": {"MR": 80.0, "transfer_avg": 85.0}}))
         tasks = {line.task for line in table_lines([run])}
         assert tasks == {"MR", "transfer_avg"}  # no STS column for a transfer-only setting
+
+
+def _fabricate(run, scores: dict[str, float]) -> None:
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    (run.run_dir / "summary.json").write_text("{}")
+    (run.run_dir / "eval.json").write_text(json.dumps({"after": scores}))
+
+
+def test_max_of_seeds_row_takes_every_task_from_one_run(tmp_path):
+    """AugCSE's main figures are the best of five seeds: ours is the one run with the best STS average,
+    every task from it, even where another seed scored higher on that task alone."""
+    from augcse.reproduce import build_document, table_lines
+
+    paper = papers()["augcse"]
+    row = next(r for r in paper.rows if r.name == "bert-base")
+    runs = plan(paper, [row], [1, 2], tmp_path, [])
+    first = {"STS12": 80.0, "STS13": 70.0, "sts_avg": 75.0}  # better average, worse STS13
+    second = {"STS12": 60.0, "STS13": 76.0, "sts_avg": 68.0}
+    _fabricate(runs[0], first)
+    _fabricate(runs[1], second)
+    lines = {(line.task, line.reference.id): line for line in table_lines(runs) if line.reference}
+    best = lines["STS13", "augcse/bert-base"]
+    assert best.values == [70.0, 76.0] and best.selected == 70.0 and best.ours == 70.0
+    assert best.delta == pytest.approx(70.0 - 83.93)
+    assert lines["STS12", "augcse/bert-base"].ours == 80.0 and lines["sts_avg", "augcse/bert-base"].ours == 75.0
+    mean_line = lines["sts_avg", "augcse/bert-base-mean"]  # the mean ± sd figure (Table 12) is the mean
+    assert mean_line.ours == pytest.approx(71.5)
+    markdown = build_document(paper, runs).to_markdown(tmp_path)
+    cells = _cells(markdown, "bert-base", "STS13")
+    assert cells[4] == "70.00" and cells[5] == "-3.00" and cells[8] == "-13.93"
+
+
+def test_sda_transfer_is_evaluated_through_the_average_of_the_last_two_layers(tmp_path, monkeypatch):
+    """SDA §6.2: after training, the saved encoder is evaluated on transfer through avg_top2 (STS through the
+    trained [CLS]); the run is finished only once both score files exist, and the table reads both."""
+    import augcse.reproduce as reproduce
+    from augcse.reproduce import execute, table_lines
+
+    paper = papers()["sda"]
+    row = next(r for r in paper.rows if r.name == "mv-roberta-base")
+    (run,) = plan(paper, [row], [1], tmp_path, [])
+    assert run.recipe.eval.after == "sts"
+    _fabricate(run, {"STS12": 70.0, "sts_avg": 78.0})
+    assert not run.done
+    calls = []
+    monkeypatch.setattr(reproduce, "evaluate_model", lambda model, pooler, tasks, data_dir:
+                        calls.append((model, pooler, tasks)) or {"MR": 82.0, "transfer_avg": 86.0})
+    assert execute(run, None)
+    assert calls == [(str(run.run_dir / "final"), "avg_top2", "transfer")]
+    assert run.done and run.scores() == {"STS12": 70.0, "sts_avg": 78.0, "MR": 82.0, "transfer_avg": 86.0}
+    assert {line.task for line in table_lines([run])} >= {"MR", "transfer_avg", "sts_avg"}
+    assert execute(run, None) and len(calls) == 1  # finished: nothing evaluated again
+
+
+def test_vascl_rows_are_evaluated_on_its_clustering_and_intent_tables(tmp_path, capsys):
+    paper = papers()["vascl"]
+    row = next(r for r in paper.rows if r.name == "roberta-base")
+    (run,) = plan(paper, [row], [1], tmp_path, [])
+    assert run.recipe.eval.after == ("sts,AgNews,SearchSnippets,StackOverflow,Biomedical,Tweet,GoogleNews-TS,"
+                                     "intent")
+    assert main(["reproduce", "vascl", "--dry-run", "--seeds", "1", "--output", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "roberta-base: vascl/roberta-base-clustering (VaSCL T2; single): clustering_avg 59.96" in out
+    assert "SNIPS 85.34 ± 1.65, BANKING77 72.60 ± 0.94, CLINC150 78.83 ± 0.51, HWU64 73.70 ± 0.92" in out
+
+
+def test_dry_run_json_lists_runs_figures_and_deviations(tmp_path, capsys):
+    assert main(["reproduce", "cards", "--dry-run", "--json", "--seeds", "1", "--output", str(tmp_path)]) == 0
+    plan_data = json.loads(capsys.readouterr().out)
+    assert plan_data["paper"] == "cards" and len(plan_data["runs"]) == len(papers()["cards"].rows)
+    assert plan_data["published"]["simcse-roberta-large"] == {"cards/simcse-roberta-large-ours": {"sts_avg": 78.74}}
+    settings = {entry["row"]: entry for entry in plan_data["settings"]}
+    (lr,) = [d for d in settings["roberta-large"]["deviations"] if d["key"] == "training.learning_rate"]
+    assert lr["paper"] == 7.5e-6 and lr["ours"] == 3.0e-5 and "SimCSE" in lr["reason"]
+    assert all(not entry["differs_from_table"] for entry in plan_data["settings"])
+    assert main(["reproduce", "cards", "--json", "--output", str(tmp_path)]) == 2
+    assert "--json goes with --dry-run" in capsys.readouterr().err
+
+
+def test_dry_run_names_a_command_line_override_that_leaves_the_paper(tmp_path, capsys):
+    assert main(["reproduce", "vascl", "data.dedupe=true", "--rows", "roberta-base", "--dry-run", "--seeds", "1",
+                 "--output", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "DIFFERS FROM THE TABLE: vascl/roberta-base: data.dedupe is true, not the paper's false" in out
