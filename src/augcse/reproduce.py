@@ -1,7 +1,9 @@
 """``augcse reproduce PAPER``: a paper's table as runs (recipe × seed), then ours beside the published figures.
 
 The rows each paper needs live in ``data/reproduce.yaml`` (a built-in recipe plus overrides, or a model
-evaluated as it is); the figures they are held to in ``data/published.csv`` (:mod:`augcse.published`).
+evaluated as it is); the figures they are held to in ``data/published.csv`` (:mod:`augcse.published`);
+the settings each paper states for them in ``data/paper_settings.yaml`` (:mod:`augcse.paper_settings`),
+which ``--dry-run`` prints where a row deviates (``--json`` for tools).
 A run whose folder holds ``summary.json`` and the ``after`` scores of ``eval.json`` is finished and
 skipped, so an interrupted reproduction continues where it stopped (a started run resumes from its last
 checkpoint). ``--dry-run`` lists the plan with the published figures and an estimate of GPU-hours.
