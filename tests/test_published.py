@@ -26,6 +26,9 @@ CHECKED = {
     "vascl/roberta-base": "Virtual Augmentation",
     "cards/roberta-base": "Case-Augmented",
     "cards/simcse-roberta-large-ours": "Case-Augmented",
+    "simcse/roberta-base": "AugCSE",
+    "augcse/bert-base-avg-embeddings": "AugCSE",
+    "augcse/bert-base-cls-embedding": "AugCSE",
     "cards/switch-case-only-roberta-large": "Case-Augmented",
     "cards/retrieval-only-roberta-large": "Case-Augmented",
     "vascl/simcse-roberta-large": "Virtual Augmentation",
@@ -75,7 +78,7 @@ def test_row_is_printed_in_its_paper(row_id, papers):
                                                   (CLUSTERING_TASKS, "clustering_avg")])
 def test_printed_average_is_the_mean_of_its_tasks(columns, average):
     """Where a paper prints every task and their average, the average is their mean to the papers' rounding,
-    except for the one row whose printed average disagrees with its own tasks (said in its note)."""
+    except for the rows whose printed average disagrees with their own tasks (said in their note)."""
     off, checked = set(), 0
     for row in published_table().values():
         if all(t in row.scores for t in columns) and average in row.scores:
@@ -84,13 +87,14 @@ def test_printed_average_is_the_mean_of_its_tasks(columns, average):
             if abs(mean - row.scores[average]) > 0.01:
                 off.add(row.id)
     assert checked >= 7
-    assert off == ({"sda/ensemble-roberta-base"} if average == "sts_avg" else set())
-    assert "not the mean" in published("sda/ensemble-roberta-base").note
+    assert off == {"sts_avg": {"sda/ensemble-roberta-base"}, "transfer_avg": {"augcse/bert-base-avg-embeddings"}}.get(
+        average, set())
+    assert all("not the mean" in published(row_id).note for row_id in off)
 
 
 def test_every_row_says_how_it_was_reported():
     table = published_table()
-    assert len(table) == 56  # every figure the five papers print that a row is held to, and the rest of their tables
+    assert len(table) == 58  # every figure the five papers print that a row is held to, and the rest of their tables
     assert table["augcse/bert-base"].reported is Reported.MAX
     assert table["augcse/bert-base-mean"].sd == {"sts_avg": 0.63, "transfer_avg": 0.29}
     with pytest.raises(KeyError, match="no published row"):
