@@ -202,7 +202,7 @@ def test_sda_transfer_is_evaluated_through_the_average_of_the_last_two_layers(tm
     _fabricate(run, {"STS12": 70.0, "sts_avg": 78.0})
     assert not run.done
     calls = []
-    monkeypatch.setattr(reproduce, "evaluate_model", lambda model, pooler, tasks, data_dir:
+    monkeypatch.setattr(reproduce, "evaluate_model", lambda model, pooler, tasks, data_dir, all_metrics=False:
                         calls.append((model, pooler, tasks)) or {"MR": 82.0, "transfer_avg": 86.0})
     assert execute(run, None)
     assert calls == [(str(run.run_dir / "final"), "avg_top2", "transfer")]
@@ -215,12 +215,14 @@ def test_vascl_rows_are_evaluated_on_its_clustering_and_intent_tables(tmp_path, 
     paper = papers()["vascl"]
     row = next(r for r in paper.rows if r.name == "roberta-base")
     (run,) = plan(paper, [row], [1], tmp_path, [])
-    assert run.recipe.eval.after == ("sts,AgNews,SearchSnippets,StackOverflow,Biomedical,Tweet,GoogleNews-TS,"
-                                     "intent")
+    assert run.recipe.eval.after == "sts,AgNews,SearchSnippets,StackOverflow,Biomedical,Tweet,GoogleNews-TS"
+    (extra,) = run.extra_evaluations  # intent after training, every metric kept (5-, 10-, 20-shot)
+    assert (extra.pooler, extra.tasks, extra.all_metrics) == (None, "intent", True)
     assert main(["reproduce", "vascl", "--dry-run", "--seeds", "1", "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "roberta-base: vascl/roberta-base-clustering (VaSCL T2; single): clustering_avg 59.96" in out
     assert "SNIPS 85.34 ± 1.65, BANKING77 72.60 ± 0.94, CLINC150 78.83 ± 0.51, HWU64 73.70 ± 0.92" in out
+    assert "SNIPS/5shot 78.97 ± 3.69" in out and "HWU64/20shot 77.66 ± 0.64" in out
 
 
 def test_dry_run_json_lists_runs_figures_and_deviations(tmp_path, capsys):
@@ -256,3 +258,31 @@ def test_coverage_table_is_generated_and_accounts_for_every_published_row():
     assert set(published_table()) == set(coverage.covered()) | listed
     assert not set(coverage.covered()) & listed  # a figure is either run or not
     assert all(entry["reason"] for entries in coverage.not_covered().values() for entry in entries)
+
+
+def test_intent_rows_are_held_to_every_shot_setting(tiny_model_dir, data_dir, tmp_path, monkeypatch):
+    """VaSCL Table 3 prints 5-, 10- and 20-shot accuracy: the evaluation keeps every intent metric as
+    task/metric, and the table compares each with its figure (other metrics are not shown)."""
+    import augcse.reproduce as reproduce
+    from augcse.reproduce import evaluate_model, table_lines
+
+    # the same splits and metrics as SNIPS, with the faster scikit-learn classifier
+    scores = evaluate_model(str(tiny_model_dir), "avg", "SNIPS-sklearn", str(data_dir), all_metrics=True)
+    assert {"SNIPS-sklearn", "SNIPS-sklearn/5shot", "SNIPS-sklearn/20shot", "SNIPS-sklearn/5shot_std"} <= set(scores)
+    assert scores["SNIPS-sklearn"] == scores["SNIPS-sklearn/10shot"]
+    assert not any(k.endswith(("devacc", "seconds")) for k in scores)
+
+    paper = papers()["vascl"]
+    row = next(r for r in paper.rows if r.name == "roberta-base-mean-pooling")
+    (run,) = plan(paper, [row], [1], tmp_path, [])
+    calls = []
+    monkeypatch.setattr(reproduce, "evaluate_model", lambda model, pooler, tasks, data_dir, all_metrics=False:
+                        calls.append((pooler, tasks, all_metrics)) or ({"SNIPS": 80.0, "SNIPS/5shot": 70.0,
+                                                                        "SNIPS/5shot_std": 2.0} if all_metrics else
+                                                                       {"STS12": 50.0, "sts_avg": 55.0}))
+    reproduce.execute(run, None)
+    assert calls == [("avg", "sts,AgNews,SearchSnippets,StackOverflow,Biomedical,Tweet,GoogleNews-TS", False),
+                     ("avg", "intent", True)]
+    lines = {line.task: line for line in table_lines([run]) if line.reference}
+    assert lines["SNIPS/5shot"].delta == pytest.approx(70.0 - 76.71) and lines["SNIPS"].figure == 85.63
+    assert "SNIPS/5shot_std" not in {line.task for line in table_lines([run])}

@@ -42,7 +42,7 @@ def covered() -> dict[str, list[str]]:
 def _figure(ref_id: str) -> str:
     ref = published(ref_id)
     shown = [k for k in ("sts_avg", "transfer_avg", "clustering_avg") if k in ref.scores]
-    keys = shown or list(ref.scores)
+    keys = shown or [k for k in ref.scores if "/" not in k]
     return ", ".join(f"{k} {ref.scores[k]:.2f}" for k in keys)
 
 

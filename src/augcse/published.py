@@ -1,8 +1,9 @@
 """The papers' published scores as data (``data/published.csv``), the figures a reproduction is held to.
 
 One row per model and method as the papers print them: the seven STS tasks and their average, SentEval
-transfer, VaSCL's short-text clustering (six sets and their average) and 10-shot intent accuracy where the
-paper gives them, and how the figure was reported: a single run, the maximum over seeds, or a mean (with its
+transfer, VaSCL's short-text clustering (six sets and their average) and 5-, 10- and 20-shot intent
+accuracy (``SNIPS`` is 10-shot, the headline; ``SNIPS/5shot`` another setting) where the paper gives them,
+and how the figure was reported: a single run, the maximum over seeds, or a mean (with its
 standard deviation in ``*_sd``). docs/COVERAGE.md lists which of them ``augcse reproduce`` runs.
 """
 
@@ -17,9 +18,10 @@ from importlib import resources
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 CLUSTERING_TASKS = ("AgNews", "SearchSnippets", "StackOverflow", "Biomedical", "Tweet", "GoogleNews-TS")  # VaSCL T2
-INTENT_TASKS = ("SNIPS", "BANKING77", "CLINC150", "HWU64")  # VaSCL T3, 10-shot
+INTENT_TASKS = ("SNIPS", "BANKING77", "CLINC150", "HWU64")  # VaSCL T3: the headline is 10-shot
+INTENT_SHOTS = tuple(f"{task}/{shots}shot" for shots in (5, 20) for task in INTENT_TASKS)  # the other settings
 SCORE_COLUMNS = (*STS_TASKS, "sts_avg", *TRANSFER_TASKS, "transfer_avg", *CLUSTERING_TASKS, "clustering_avg",
-                 *INTENT_TASKS)
+                 *INTENT_TASKS, *INTENT_SHOTS)
 
 
 class Reported(str, Enum):

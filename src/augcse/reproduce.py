@@ -49,7 +49,9 @@ class Row:
 
     ``suites`` are what the row is held to; ``tasks`` narrows them to the tasks the paper's table has
     (VaSCL's six clustering sets of augcse's eight); ``eval_poolers`` evaluates a suite of a trained row
-    through another pooler of the saved encoder (SDA §6.2: transfer on the average of the last two layers).
+    through another pooler of the saved encoder (SDA §6.2: transfer on the average of the last two layers);
+    ``all_metrics`` keeps every metric of a suite's tasks as ``task/metric`` where the paper prints more
+    than the headline (VaSCL Table 3: 5-, 10- and 20-shot intent accuracy).
     """
 
     name: str
@@ -60,6 +62,7 @@ class Row:
     suites: tuple[str, ...] = ("sts",)  # what the row is evaluated on and held to
     tasks: tuple[str, ...] = ()  # the paper's tasks when a subset of the suites'
     eval_poolers: tuple[tuple[str, str], ...] = ()  # (suite, pooler) evaluated apart from the trained pooler
+    all_metrics: tuple[str, ...] = ()  # suites evaluated apart, keeping every metric (``task/metric``)
     main: bool = True
 
     @property
@@ -75,8 +78,8 @@ class Row:
 
     def tasks_spec(self) -> str:
         """What the trained (or evaluated) model is evaluated on with its own pooler."""
-        other = dict(self.eval_poolers) if self.trained else {}
-        return self.tasks_of(tuple(s for s in self.suites if s not in other))
+        apart = {*(dict(self.eval_poolers) if self.trained else {}), *self.all_metrics}
+        return self.tasks_of(tuple(s for s in self.suites if s not in apart))
 
     @property
     def averages(self) -> set[str]:
@@ -106,16 +109,19 @@ def _row(paper: str, spec: dict[str, Any]) -> Row:
               overrides=tuple(spec.pop("overrides", ())),
               evaluate=Evaluate(**spec.pop("evaluate")) if "evaluate" in spec else None,
               suites=tuple(spec.pop("suites", ("sts",))), tasks=tuple(spec.pop("tasks", ())),
-              eval_poolers=tuple(spec.pop("eval_poolers", {}).items()), main=bool(spec.pop("main", True)))
+              eval_poolers=tuple(spec.pop("eval_poolers", {}).items()), all_metrics=tuple(spec.pop("all_metrics", ())),
+              main=bool(spec.pop("main", True)))
     if spec:
         raise ValueError(f"reproduce.yaml {paper}/{row.name}: unknown keys {sorted(spec)}")
     if not row.suites or set(row.suites) - set(PAPER_SUITES):
         raise ValueError(f"reproduce.yaml {paper}/{row.name}: suites must be some of {', '.join(PAPER_SUITES)}")
     if row.trained == (row.evaluate is not None):
         raise ValueError(f"reproduce.yaml {paper}/{row.name}: give exactly one of recipe or evaluate")
-    if set(dict(row.eval_poolers)) - set(row.suites) or set(dict(row.eval_poolers)) >= set(row.suites):
-        raise ValueError(f"reproduce.yaml {paper}/{row.name}: eval_poolers must name some of the row's suites, "
-                         f"not all of them")
+    apart = {*dict(row.eval_poolers), *row.all_metrics}
+    if apart - set(row.suites) or (row.trained and apart >= set(row.suites)) or \
+            set(dict(row.eval_poolers)) & set(row.all_metrics):
+        raise ValueError(f"reproduce.yaml {paper}/{row.name}: eval_poolers and all_metrics must name different "
+                         f"suites of the row, not all of them")
     for row_id in row.published:
         published(row_id)  # every figure a row is compared with exists
     return row
@@ -143,6 +149,21 @@ def throughput() -> Throughput:
 
 # --------------------------------------------------------------------------- the plan
 
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation of a model written to ``path``: its pooler (None: the saved model's own), its tasks,
+    and whether every metric is kept (``task/metric``) or only each task's headline."""
+
+    model: str
+    pooler: str | None
+    tasks: str
+    path: Path
+    all_metrics: bool = False
+
+    def run(self, data_dir: str | None) -> None:
+        write_scores(self.path, evaluate_model(self.model, self.pooler, self.tasks, data_dir, self.all_metrics))
+
+
 @dataclass
 class Run:
     """One training or evaluation run of a row, with its folder under the output directory."""
@@ -155,17 +176,20 @@ class Run:
     tasks: str | None = None  # evaluation tasks when not the row's protocol (--tasks)
 
     @property
-    def extra_evaluations(self) -> list[tuple[str, str, Path]]:
-        """(pooler, tasks, file) of each suite a trained run is evaluated on through another pooler."""
+    def extra_evaluations(self) -> list[Evaluation]:
+        """The suites a trained run is evaluated on apart from training's own evaluation, after it."""
         if self.recipe is None or self.tasks is not None:
             return []
-        return [(pooler, self.row.tasks_of((suite,)), self.run_dir / f"eval-{pooler}.json")
-                for suite, pooler in self.row.eval_poolers]
+        final = str(self.run_dir / "final")
+        return [*(Evaluation(final, pooler, self.row.tasks_of((suite,)), self.run_dir / f"eval-{pooler}.json")
+                  for suite, pooler in self.row.eval_poolers),
+                *(Evaluation(final, None, self.row.tasks_of((suite,)), self.run_dir / f"eval-{suite}.json", True)
+                  for suite in self.row.all_metrics)]
 
     @property
     def done(self) -> bool:
         return ((self.run_dir / "summary.json").is_file() and "after" in _scores_file(self.run_dir / "eval.json")
-                and all("after" in _scores_file(path) for *_, path in self.extra_evaluations))
+                and all("after" in _scores_file(extra.path) for extra in self.extra_evaluations))
 
     @property
     def started(self) -> bool:
@@ -173,8 +197,8 @@ class Run:
 
     def scores(self) -> dict[str, float]:
         merged = dict(_scores_file(self.run_dir / "eval.json").get("after", {}))
-        for *_, path in self.extra_evaluations:
-            merged.update(_scores_file(path).get("after", {}))
+        for extra in self.extra_evaluations:
+            merged.update(_scores_file(extra.path).get("after", {}))
         return merged
 
 
@@ -272,9 +296,9 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
         return True
     if not (run.run_dir / "summary.json").is_file() and not _train(run, data_dir, nproc):
         return False
-    for pooler, tasks, path in run.extra_evaluations:
-        if "after" not in _scores_file(path):
-            write_scores(path, evaluate_model(str(run.run_dir / "final"), pooler, tasks, data_dir))
+    for extra in run.extra_evaluations:
+        if "after" not in _scores_file(extra.path):
+            extra.run(data_dir)
     return True
 
 
@@ -301,12 +325,19 @@ def _train(run: Run, data_dir: str | None, nproc: int) -> bool:
     return not train(run.recipe, data_dir, resume=resume, overwrite=restart).get("stopped")
 
 
-def evaluate_model(model: str, pooler: str, tasks: str, data_dir: str | None) -> dict[str, float]:
-    """Headline scores (and suite averages) of ``model`` rebuilt as its encoder with ``pooler``."""
+def evaluate_model(model: str, pooler: str | None, tasks: str, data_dir: str | None,
+                   all_metrics: bool = False) -> dict[str, float]:
+    """Headline scores (and suite averages) of ``model``, rebuilt as its encoder with ``pooler`` unless
+    None; ``all_metrics`` adds every other metric as ``task/metric`` (not timings or selection scores)."""
     from augcse.encode import load_model
     from augcse.evaluation.suite import main_scores, run_tasks
 
-    return main_scores(run_tasks(load_model(model, pooler=pooler), tasks, data_dir, batch_size=64))
+    results = run_tasks(load_model(model, pooler=pooler), tasks, data_dir, batch_size=64)
+    scores = main_scores(results)
+    if all_metrics:
+        scores.update({f"{task}/{metric}": float(value) for task, values in results.items()
+                       for metric, value in values.items() if metric != "seconds" and not metric.endswith("devacc")})
+    return scores
 
 
 def write_scores(path: Path, scores: dict[str, float]) -> None:
@@ -315,9 +346,15 @@ def write_scores(path: Path, scores: dict[str, float]) -> None:
 
 
 def _evaluate_model(run: Run, data_dir: str | None) -> None:
+    """An evaluation row: the model with its published pooler on the row's tasks, every metric kept for
+    its ``all_metrics`` suites."""
     pooler = run.row.evaluate.pooler
-    write_scores(run.run_dir / "eval.json", evaluate_model(run.model, pooler, run.tasks or run.row.tasks_spec(),
-                                                          data_dir))
+    tasks = run.tasks or run.row.tasks_spec()
+    apart = run.row.tasks_of(run.row.all_metrics) if run.row.all_metrics and run.tasks is None else ""
+    scores = evaluate_model(run.model, pooler, tasks, data_dir) if tasks else {}
+    if apart:
+        scores.update(evaluate_model(run.model, pooler, apart, data_dir, all_metrics=True))
+    write_scores(run.run_dir / "eval.json", scores)
     summary = {"name": run.row.name, "model": run.model, "pooler": pooler, "trained": False}
     (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
@@ -385,8 +422,10 @@ def table_lines(runs: list[Run]) -> list[Line]:
     for row in rows:
         finished = [run.scores() for run in runs if run.row == row and run.done]
         best = best_run(row, finished)
-        tasks = {t for scores in finished for t in scores if not t.startswith("seconds")}
         references = [published(ref) for ref in row.published]
+        # a secondary metric (``task/metric``) is shown only where a paper prints it
+        tasks = {t for scores in finished for t in scores
+                 if "/" not in t or any(t in ref.scores for ref in references)}
         for task in _task_order(tasks | {t for ref in references for t in ref.scores if t in row.averages}):
             values = [scores[task] for scores in finished if task in scores]
             matching = [ref for ref in references if task in ref.scores] or [None]
@@ -484,8 +523,10 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
         if run.recipe is not None:
             what = f"recipe {run.row.recipe} seed {run.seed}" + (f" + {' '.join(run.row.overrides)}" if run.row.overrides else "")
             what += "".join(f"; {suite} evaluated through {pooler}" for suite, pooler in run.row.eval_poolers)
+            what += "".join(f"; {suite} evaluated after training, every metric" for suite in run.row.all_metrics)
         else:
             what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler}) on {run.tasks or run.row.tasks_spec()}"
+            what += "".join(f"; {suite} with every metric" for suite in run.row.all_metrics)
         kind = "main" if run.row.main else "ablation/baseline"
         out.append(f"  {run.run_dir}  [{kind}; {state}; {gpu_hours(run, nproc):.2f} GPU-h]  {what}")
     out += ["", "Published figures compared with:"]
