@@ -498,7 +498,8 @@ def plan_json(paper: Paper, runs: list[Run], nproc: int) -> dict[str, Any]:
         "runs": [{"row": run.row.name, "seed": run.seed, "run_dir": str(run.run_dir), "done": run.done,
                   "recipe": run.row.recipe, "overrides": list(run.row.overrides),
                   "evaluate": run.model, "tasks": run.tasks or run.row.tasks_spec(),
-                  "eval_poolers": dict(run.row.eval_poolers), "main": run.row.main,
+                  "eval_poolers": dict(run.row.eval_poolers), "all_metrics": list(run.row.all_metrics),
+                  "main": run.row.main,
                   "gpu_hours": round(gpu_hours(run, nproc), 3)} for run in runs],
         "published": {row.name: {ref: {k: v for k, v in published(ref).scores.items()
                                        if k in headline_figures(row, published(ref))} for ref in row.published}
