@@ -44,7 +44,7 @@ def test_changing_a_stated_value_fails(monkeypatch):
     values["training"]["learning_rate"] = 1.0e-5
     (finding,) = paper_settings.check("vascl", "simcse-roberta-base", values)
     assert str(finding) == ("vascl/simcse-roberta-base: training.learning_rate is 1.0e-05, not the paper's 3.0e-05 "
-                            "(VaSCL App. A (3e-5 for the contrastive head and the backbone))")
+                            "(VaSCL App. A ('3e-05 for optimizing the contrastive learning head and the backbone'))")
     values = resolved(rows["roberta-base"])
     values["data"]["dedupe"] = True
     assert [f.setting.key for f in paper_settings.check("vascl", "roberta-base", values)] == ["data.dedupe"]
