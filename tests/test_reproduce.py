@@ -234,6 +234,10 @@ def test_dry_run_json_lists_runs_figures_and_deviations(tmp_path, capsys):
     (lr,) = [d for d in settings["roberta-large"]["deviations"] if d["key"] == "training.learning_rate"]
     assert lr["paper"] == 7.5e-6 and lr["ours"] == 3.0e-5 and "SimCSE" in lr["reason"]
     assert all(not entry["differs_from_table"] for entry in plan_data["settings"])
+    held = {item["key"]: item for item in settings["roberta-base"]["as_stated"]}
+    assert held["data.dedupe"] == {"key": "data.dedupe", "value": True,
+                                   "source": "CARDS §3.1 (we deduplicate the Wiki-1m dataset)"}
+    assert held["data.min_words"]["value"] == 3
     assert main(["reproduce", "cards", "--json", "--output", str(tmp_path)]) == 2
     assert "--json goes with --dry-run" in capsys.readouterr().err
 

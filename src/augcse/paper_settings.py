@@ -43,9 +43,9 @@ class Setting:
 
     def describe(self) -> str:
         if not self.stated:
-            return f"{self.key} = {_show(self.ours)}: not stated by the paper; {self.reason}"
-        return (f"{self.key} = {_show(self.ours)} instead of {_show(self.paper)} ({self.source}): {self.reason}"
-                if self.ours is not MISSING else f"{self.key} = {_show(self.paper)} ({self.source})")
+            return f"{self.key} = {show(self.ours)}: not stated by the paper; {self.reason}"
+        return (f"{self.key} = {show(self.ours)} instead of {show(self.paper)} ({self.source}): {self.reason}"
+                if self.ours is not MISSING else f"{self.key} = {show(self.paper)} ({self.source})")
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,12 @@ class Finding:
 
     def __str__(self) -> str:
         what = "ours (a recorded deviation)" if self.setting.deviates else "the paper's"
-        return (f"{self.row}: {self.setting.key} is {_show(self.actual)}, not {what} {_show(self.setting.expected)}"
+        return (f"{self.row}: {self.setting.key} is {show(self.actual)}, not {what} {show(self.setting.expected)}"
                 f" ({self.setting.source or self.setting.reason})")
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+    """A value as the YAML table writes it (``1.0e-05``, ``true``, ``[a, b]``)."""
     return "missing" if value is MISSING else yaml.safe_dump(value, default_flow_style=True, width=10_000).strip() \
         .removesuffix("...").strip()
 

@@ -483,9 +483,11 @@ def row_settings(paper: Paper, runs: list[Run]) -> list[dict[str, Any]]:
         recipe = next((run.recipe for run in runs if run.row == row and run.recipe is not None), None)
         values = resolved(row, recipe)
         overridden = [str(finding) for finding in paper_settings.check(paper.name, row.name, values)]
+        settings = paper_settings.settings(paper.name, row.name)
         out.append({"row": row.name, "deviations": [
             {"key": s.key, "paper": None if not s.stated else s.paper, "stated": s.stated, "source": s.source,
-             "ours": s.expected, "reason": s.reason} for s in paper_settings.deviations(paper.name, row.name)],
+             "ours": s.expected, "reason": s.reason} for s in settings if s.deviates],
+            "as_stated": [{"key": s.key, "value": s.paper, "source": s.source} for s in settings if not s.deviates],
             "differs_from_table": overridden})
     return out
 
@@ -536,9 +538,11 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
             figures = ", ".join(f"{k} {v:.2f}" + (f" ± {ref.sd[k]:.2f}" if k in ref.sd else "")
                                 for k, v in ref.scores.items() if k in headline_figures(row, ref))
             out.append(f"  {row.name}: {ref.id} ({ref.source}; {ref.reported.value}): {figures}")
-    out += ["", "Settings that differ from the paper or that it leaves open (data/paper_settings.yaml):"]
+    out += ["", "Settings per row (data/paper_settings.yaml): those as the paper (or the authors' README) states "
+                "them, then each that differs or that the paper leaves open, with the reason:"]
     for entry in row_settings(paper, runs):
-        out.append(f"  {entry['row']}:")
+        held = ", ".join(f"{item['key']}={paper_settings.show(item['value'])}" for item in entry["as_stated"])
+        out.append(f"  {entry['row']}: as stated: {held}")
         out += [f"    {s.describe()}" for s in paper_settings.deviations(paper.name, entry["row"])] or [
             "    none: every stated setting is the paper's"]
         out += [f"    DIFFERS FROM THE TABLE: {text}" for text in entry["differs_from_table"]]
