@@ -32,8 +32,11 @@ def test_dry_run_lists_every_row_with_its_published_figures(paper, tmp_path, cap
             assert f"{tmp_path}/{paper}/{row.name}-s1 " in out and f"{row.name}-s2 " in out
         for ref in map(published, row.published):
             (line,) = [x for x in out.splitlines() if x.strip().startswith(f"{row.name}: {ref.id} (")]
-            for suite in row.suites:  # a row is shown with the published averages of its own suites only
+            shown = [suite for suite in row.suites if f"{suite}_avg" in ref.scores]
+            for suite in shown:  # a row is shown with the published averages of its own suites only
                 assert f"{suite}_avg {ref.scores[f'{suite}_avg']:.2f}" in line
+            if not shown:  # a table without an average (VaSCL's intent) is shown task by task
+                assert all(f"{task} {value:.2f}" in line for task, value in ref.scores.items())
             assert "transfer_avg" not in line or "transfer" in row.suites
     assert re.search(r"GPU-hours still to run: \d+\.\d at 417 sentences/s", out)
     assert not list(tmp_path.iterdir())  # a dry run writes nothing
@@ -154,3 +157,136 @@ def test_augcse_transfer_rows_are_the_table_11_setting_selected_on_transfer_dev(
         (run.run_dir / "eval.json").write_text(json.dumps({"after": {"MR": 80.0, "transfer_avg": 85.0}}))
         tasks = {line.task for line in table_lines([run])}
         assert tasks == {"MR", "transfer_avg"}  # no STS column for a transfer-only setting
+
+
+def _fabricate(run, scores: dict[str, float]) -> None:
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    (run.run_dir / "summary.json").write_text("{}")
+    (run.run_dir / "eval.json").write_text(json.dumps({"after": scores}))
+
+
+def test_max_of_seeds_row_takes_every_task_from_one_run(tmp_path):
+    """AugCSE's main figures are the best of five seeds: ours is the one run with the best STS average,
+    every task from it, even where another seed scored higher on that task alone."""
+    from augcse.reproduce import build_document, table_lines
+
+    paper = papers()["augcse"]
+    row = next(r for r in paper.rows if r.name == "bert-base")
+    runs = plan(paper, [row], [1, 2], tmp_path, [])
+    first = {"STS12": 80.0, "STS13": 70.0, "sts_avg": 75.0}  # better average, worse STS13
+    second = {"STS12": 60.0, "STS13": 76.0, "sts_avg": 68.0}
+    _fabricate(runs[0], first)
+    _fabricate(runs[1], second)
+    lines = {(line.task, line.reference.id): line for line in table_lines(runs) if line.reference}
+    best = lines["STS13", "augcse/bert-base"]
+    assert best.values == [70.0, 76.0] and best.selected == 70.0 and best.ours == 70.0
+    assert best.delta == pytest.approx(70.0 - 83.93)
+    assert lines["STS12", "augcse/bert-base"].ours == 80.0 and lines["sts_avg", "augcse/bert-base"].ours == 75.0
+    mean_line = lines["sts_avg", "augcse/bert-base-mean"]  # the mean ± sd figure (Table 12) is the mean
+    assert mean_line.ours == pytest.approx(71.5)
+    markdown = build_document(paper, runs).to_markdown(tmp_path)
+    cells = _cells(markdown, "bert-base", "STS13")
+    assert cells[4] == "70.00" and cells[5] == "-3.00" and cells[8] == "-13.93"
+
+
+def test_sda_transfer_is_evaluated_through_the_average_of_the_last_two_layers(tmp_path, monkeypatch):
+    """SDA §6.2: after training, the saved encoder is evaluated on transfer through avg_top2 (STS through the
+    trained [CLS]); the run is finished only once both score files exist, and the table reads both."""
+    import augcse.reproduce as reproduce
+    from augcse.reproduce import execute, table_lines
+
+    paper = papers()["sda"]
+    row = next(r for r in paper.rows if r.name == "mv-roberta-base")
+    (run,) = plan(paper, [row], [1], tmp_path, [])
+    assert run.recipe.eval.after == "sts"
+    _fabricate(run, {"STS12": 70.0, "sts_avg": 78.0})
+    assert not run.done
+    calls = []
+    monkeypatch.setattr(reproduce, "evaluate_model", lambda model, pooler, tasks, data_dir, all_metrics=False:
+                        calls.append((model, pooler, tasks)) or {"MR": 82.0, "transfer_avg": 86.0})
+    assert execute(run, None)
+    assert calls == [(str(run.run_dir / "final"), "avg_top2", "transfer")]
+    assert run.done and run.scores() == {"STS12": 70.0, "sts_avg": 78.0, "MR": 82.0, "transfer_avg": 86.0}
+    assert {line.task for line in table_lines([run])} >= {"MR", "transfer_avg", "sts_avg"}
+    assert execute(run, None) and len(calls) == 1  # finished: nothing evaluated again
+
+
+def test_vascl_rows_are_evaluated_on_its_clustering_and_intent_tables(tmp_path, capsys):
+    paper = papers()["vascl"]
+    row = next(r for r in paper.rows if r.name == "roberta-base")
+    (run,) = plan(paper, [row], [1], tmp_path, [])
+    assert run.recipe.eval.after == "sts,AgNews,SearchSnippets,StackOverflow,Biomedical,Tweet,GoogleNews-TS"
+    (extra,) = run.extra_evaluations  # intent after training, every metric kept (5-, 10-, 20-shot)
+    assert (extra.pooler, extra.tasks, extra.all_metrics) == (None, "intent", True)
+    assert main(["reproduce", "vascl", "--dry-run", "--seeds", "1", "--output", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "roberta-base: vascl/roberta-base-clustering (VaSCL T2; single): clustering_avg 59.96" in out
+    assert "SNIPS 85.34 ± 1.65, BANKING77 72.60 ± 0.94, CLINC150 78.83 ± 0.51, HWU64 73.70 ± 0.92" in out
+    assert "SNIPS/5shot 78.97 ± 3.69" in out and "HWU64/20shot 77.66 ± 0.64" in out
+
+
+def test_dry_run_json_lists_runs_figures_and_deviations(tmp_path, capsys):
+    assert main(["reproduce", "cards", "--dry-run", "--json", "--seeds", "1", "--output", str(tmp_path)]) == 0
+    plan_data = json.loads(capsys.readouterr().out)
+    assert plan_data["paper"] == "cards" and len(plan_data["runs"]) == len(papers()["cards"].rows)
+    assert plan_data["published"]["simcse-roberta-large"] == {"cards/simcse-roberta-large-ours": {"sts_avg": 78.74}}
+    settings = {entry["row"]: entry for entry in plan_data["settings"]}
+    (lr,) = [d for d in settings["roberta-large"]["deviations"] if d["key"] == "training.learning_rate"]
+    assert lr["paper"] == 7.5e-6 and lr["ours"] == 3.0e-5 and "SimCSE" in lr["reason"]
+    assert all(not entry["differs_from_table"] for entry in plan_data["settings"])
+    held = {item["key"]: item for item in settings["roberta-base"]["as_stated"]}
+    assert held["data.dedupe"] == {"key": "data.dedupe", "value": True,
+                                   "source": "CARDS §3.1 (we deduplicate the Wiki-1m dataset)"}
+    assert held["data.min_words"]["value"] == 3
+    assert main(["reproduce", "cards", "--json", "--output", str(tmp_path)]) == 2
+    assert "--json goes with --dry-run" in capsys.readouterr().err
+
+
+def test_dry_run_names_a_command_line_override_that_leaves_the_paper(tmp_path, capsys):
+    assert main(["reproduce", "vascl", "data.dedupe=true", "--rows", "roberta-base", "--dry-run", "--seeds", "1",
+                 "--output", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "DIFFERS FROM THE TABLE: vascl/roberta-base: data.dedupe is true, not the paper's false" in out
+
+
+def test_coverage_table_is_generated_and_accounts_for_every_published_row():
+    """docs/COVERAGE.md is what ``python -m augcse.coverage`` writes; every published figure is either held
+    to by a reproduce row or listed as not covered with its reason."""
+    from augcse import coverage
+    from augcse.published import published_table
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "COVERAGE.md"
+    assert doc.read_text() == coverage.document(), f"docs/COVERAGE.md is out of date; run: {coverage.COMMAND}"
+    listed = {entry["published"] for entries in coverage.not_covered().values() for entry in entries
+              if "published" in entry}
+    assert set(published_table()) == set(coverage.covered()) | listed
+    assert not set(coverage.covered()) & listed  # a figure is either run or not
+    assert all(entry["reason"] for entries in coverage.not_covered().values() for entry in entries)
+
+
+def test_intent_rows_are_held_to_every_shot_setting(tiny_model_dir, data_dir, tmp_path, monkeypatch):
+    """VaSCL Table 3 prints 5-, 10- and 20-shot accuracy: the evaluation keeps every intent metric as
+    task/metric, and the table compares each with its figure (other metrics are not shown)."""
+    import augcse.reproduce as reproduce
+    from augcse.reproduce import evaluate_model, table_lines
+
+    # the same splits and metrics as SNIPS, with the faster scikit-learn classifier
+    scores = evaluate_model(str(tiny_model_dir), "avg", "SNIPS-sklearn", str(data_dir), all_metrics=True)
+    assert {"SNIPS-sklearn", "SNIPS-sklearn/5shot", "SNIPS-sklearn/20shot", "SNIPS-sklearn/5shot_std"} <= set(scores)
+    assert scores["SNIPS-sklearn"] == scores["SNIPS-sklearn/10shot"]
+    assert not any(k.endswith(("devacc", "seconds")) for k in scores)
+
+    paper = papers()["vascl"]
+    row = next(r for r in paper.rows if r.name == "roberta-base-mean-pooling")
+    (run,) = plan(paper, [row], [1], tmp_path, [])
+    calls = []
+    monkeypatch.setattr(reproduce, "evaluate_model", lambda model, pooler, tasks, data_dir, all_metrics=False:
+                        calls.append((pooler, tasks, all_metrics)) or ({"SNIPS": 80.0, "SNIPS/5shot": 70.0,
+                                                                        "SNIPS/5shot_std": 2.0} if all_metrics else
+                                                                       {"STS12": 50.0, "sts_avg": 55.0}))
+    reproduce.execute(run, None)
+    assert calls == [("avg", "sts,AgNews,SearchSnippets,StackOverflow,Biomedical,Tweet,GoogleNews-TS", False),
+                     ("avg", "intent", True)]
+    lines = {line.task: line for line in table_lines([run]) if line.reference}
+    assert lines["SNIPS/5shot"].delta == pytest.approx(70.0 - 76.71) and lines["SNIPS"].figure == 85.63
+    assert "SNIPS/5shot_std" not in {line.task for line in table_lines([run])}

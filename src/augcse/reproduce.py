@@ -1,7 +1,9 @@
 """``augcse reproduce PAPER``: a paper's table as runs (recipe × seed), then ours beside the published figures.
 
 The rows each paper needs live in ``data/reproduce.yaml`` (a built-in recipe plus overrides, or a model
-evaluated as it is); the figures they are held to in ``data/published.csv`` (:mod:`augcse.published`).
+evaluated as it is); the figures they are held to in ``data/published.csv`` (:mod:`augcse.published`);
+the settings each paper states for them in ``data/paper_settings.yaml`` (:mod:`augcse.paper_settings`),
+which ``--dry-run`` prints where a row deviates (``--json`` for tools).
 A run whose folder holds ``summary.json`` and the ``after`` scores of ``eval.json`` is finished and
 skipped, so an interrupted reproduction continues where it stopped (a started run resumes from its last
 checkpoint). ``--dry-run`` lists the plan with the published figures and an estimate of GPU-hours.
@@ -23,11 +25,13 @@ from typing import Any
 
 import yaml
 
+from augcse import paper_settings
 from augcse.published import Published, Reported, published
 from augcse.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
 
 DEFAULT_SEEDS = (1, 11, 42, 68, 421)
-PAPER_SUITES = ("sts", "transfer")  # the papers' tables: 7 STS tasks, 7 SentEval transfer tasks
+# the papers' tables: 7 STS tasks, 7 SentEval transfer tasks, VaSCL's short-text clustering and few-shot intent
+PAPER_SUITES = ("sts", "transfer", "clustering", "intent")
 RESERVED_KEYS = {"name": "the run names come from the rows", "seed": "use --seeds", "output_dir": "use --output"}
 
 
@@ -41,7 +45,14 @@ class Evaluate:
 
 @dataclass(frozen=True)
 class Row:
-    """One line of a paper's table: trained from ``recipe`` (per seed) or ``evaluate``\\ d as it is."""
+    """One line of a paper's table: trained from ``recipe`` (per seed) or ``evaluate``\\ d as it is.
+
+    ``suites`` are what the row is held to; ``tasks`` narrows them to the tasks the paper's table has
+    (VaSCL's six clustering sets of augcse's eight); ``eval_poolers`` evaluates a suite of a trained row
+    through another pooler of the saved encoder (SDA §6.2: transfer on the average of the last two layers);
+    ``all_metrics`` keeps every metric of a suite's tasks as ``task/metric`` where the paper prints more
+    than the headline (VaSCL Table 3: 5-, 10- and 20-shot intent accuracy).
+    """
 
     name: str
     published: tuple[str, ...]
@@ -49,14 +60,26 @@ class Row:
     overrides: tuple[str, ...] = ()
     evaluate: Evaluate | None = None
     suites: tuple[str, ...] = ("sts",)  # what the row is evaluated on and held to
+    tasks: tuple[str, ...] = ()  # the paper's tasks when a subset of the suites'
+    eval_poolers: tuple[tuple[str, str], ...] = ()  # (suite, pooler) evaluated apart from the trained pooler
+    all_metrics: tuple[str, ...] = ()  # suites evaluated apart, keeping every metric (``task/metric``)
     main: bool = True
 
     @property
     def trained(self) -> bool:
         return self.recipe is not None
 
-    def tasks(self) -> str:
-        return ",".join(self.suites)
+    def tasks_of(self, suites: tuple[str, ...]) -> str:
+        """The evaluation task list of ``suites``: the row's own tasks in them, or the whole suites."""
+        from augcse.evaluation.tasks import SUITES, load_builtin_tasks
+
+        load_builtin_tasks()
+        return ",".join(",".join(t for t in self.tasks if t in SUITES[suite]) or suite for suite in suites)
+
+    def tasks_spec(self) -> str:
+        """What the trained (or evaluated) model is evaluated on with its own pooler."""
+        apart = {*(dict(self.eval_poolers) if self.trained else {}), *self.all_metrics}
+        return self.tasks_of(tuple(s for s in self.suites if s not in apart))
 
     @property
     def averages(self) -> set[str]:
@@ -85,13 +108,20 @@ def _row(paper: str, spec: dict[str, Any]) -> Row:
     row = Row(name=spec.pop("name"), published=tuple(spec.pop("published")), recipe=spec.pop("recipe", None),
               overrides=tuple(spec.pop("overrides", ())),
               evaluate=Evaluate(**spec.pop("evaluate")) if "evaluate" in spec else None,
-              suites=tuple(spec.pop("suites", ("sts",))), main=bool(spec.pop("main", True)))
+              suites=tuple(spec.pop("suites", ("sts",))), tasks=tuple(spec.pop("tasks", ())),
+              eval_poolers=tuple(spec.pop("eval_poolers", {}).items()), all_metrics=tuple(spec.pop("all_metrics", ())),
+              main=bool(spec.pop("main", True)))
     if spec:
         raise ValueError(f"reproduce.yaml {paper}/{row.name}: unknown keys {sorted(spec)}")
     if not row.suites or set(row.suites) - set(PAPER_SUITES):
         raise ValueError(f"reproduce.yaml {paper}/{row.name}: suites must be some of {', '.join(PAPER_SUITES)}")
     if row.trained == (row.evaluate is not None):
         raise ValueError(f"reproduce.yaml {paper}/{row.name}: give exactly one of recipe or evaluate")
+    apart = {*dict(row.eval_poolers), *row.all_metrics}
+    if apart - set(row.suites) or (row.trained and apart >= set(row.suites)) or \
+            set(dict(row.eval_poolers)) & set(row.all_metrics):
+        raise ValueError(f"reproduce.yaml {paper}/{row.name}: eval_poolers and all_metrics must name different "
+                         f"suites of the row, not all of them")
     for row_id in row.published:
         published(row_id)  # every figure a row is compared with exists
     return row
@@ -119,6 +149,21 @@ def throughput() -> Throughput:
 
 # --------------------------------------------------------------------------- the plan
 
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation of a model written to ``path``: its pooler (None: the saved model's own), its tasks,
+    and whether every metric is kept (``task/metric``) or only each task's headline."""
+
+    model: str
+    pooler: str | None
+    tasks: str
+    path: Path
+    all_metrics: bool = False
+
+    def run(self, data_dir: str | None) -> None:
+        write_scores(self.path, evaluate_model(self.model, self.pooler, self.tasks, data_dir, self.all_metrics))
+
+
 @dataclass
 class Run:
     """One training or evaluation run of a row, with its folder under the output directory."""
@@ -128,22 +173,36 @@ class Run:
     run_dir: Path
     recipe: Recipe | None = None
     model: str | None = None  # evaluated model (evaluation rows)
-    tasks: str | None = None  # evaluation tasks when not the row's protocol (evaluation rows)
+    tasks: str | None = None  # evaluation tasks when not the row's protocol (--tasks)
+
+    @property
+    def extra_evaluations(self) -> list[Evaluation]:
+        """The suites a trained run is evaluated on apart from training's own evaluation, after it."""
+        if self.recipe is None or self.tasks is not None:
+            return []
+        final = str(self.run_dir / "final")
+        return [*(Evaluation(final, pooler, self.row.tasks_of((suite,)), self.run_dir / f"eval-{pooler}.json")
+                  for suite, pooler in self.row.eval_poolers),
+                *(Evaluation(final, None, self.row.tasks_of((suite,)), self.run_dir / f"eval-{suite}.json", True)
+                  for suite in self.row.all_metrics)]
 
     @property
     def done(self) -> bool:
-        return (self.run_dir / "summary.json").is_file() and "after" in _scores_file(self.run_dir)
+        return ((self.run_dir / "summary.json").is_file() and "after" in _scores_file(self.run_dir / "eval.json")
+                and all("after" in _scores_file(extra.path) for extra in self.extra_evaluations))
 
     @property
     def started(self) -> bool:
         return any(self.run_dir.glob("checkpoint-*"))
 
     def scores(self) -> dict[str, float]:
-        return _scores_file(self.run_dir).get("after", {})
+        merged = dict(_scores_file(self.run_dir / "eval.json").get("after", {}))
+        for extra in self.extra_evaluations:
+            merged.update(_scores_file(extra.path).get("after", {}))
+        return merged
 
 
-def _scores_file(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "eval.json"
+def _scores_file(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text()) if path.is_file() else {}
     except json.JSONDecodeError:
@@ -185,11 +244,23 @@ def plan(paper: Paper, rows: list[Row], seeds: list[int], output: Path, override
             raise ValueError(f"row {row.name}: recipe {row.recipe!r} is not built in")
         for seed in seeds:
             name = f"{row.name}-s{seed}"
-            extra = [f"eval.after={tasks or row.tasks()}"]
+            extra = [f"eval.after={tasks or row.tasks_spec()}"]
             recipe = load_recipe(None, row.recipe, [*row.overrides, *extra, *overrides, f"name={name}",
                                                      f"seed={seed}", f"output_dir={root}"])
-            runs.append(Run(row, seed, recipe.run_dir, recipe=recipe))
+            runs.append(Run(row, seed, recipe.run_dir, recipe=recipe, tasks=tasks))
     return runs
+
+
+def resolved(row: Row, recipe: Recipe | None = None) -> dict[str, Any]:
+    """The values :mod:`augcse.paper_settings` holds a row to: its resolved recipe (``recipe``, else the
+    built-in recipe plus the row's overrides) and the pooler each suite is evaluated through; for an
+    evaluation row, ``evaluate.model`` and ``evaluate.pooler``."""
+    if not row.trained:
+        return {"evaluate": {"model": row.evaluate.model, "pooler": row.evaluate.pooler}}
+    recipe = recipe or load_recipe(None, row.recipe, list(row.overrides))
+    values = recipe.to_dict()
+    values["eval_pooler"] = {suite: dict(row.eval_poolers).get(suite, recipe.model.pooler) for suite in row.suites}
+    return values
 
 
 def gpu_hours(run: Run, nproc: int = 1) -> float:
@@ -223,6 +294,15 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
     if run.recipe is None:
         _evaluate_model(run, data_dir)
         return True
+    if not (run.run_dir / "summary.json").is_file() and not _train(run, data_dir, nproc):
+        return False
+    for extra in run.extra_evaluations:
+        if "after" not in _scores_file(extra.path):
+            extra.run(data_dir)
+    return True
+
+
+def _train(run: Run, data_dir: str | None, nproc: int) -> bool:
     from augcse.train import latest_checkpoint
 
     resume = latest_checkpoint(run.run_dir) is not None
@@ -245,15 +325,36 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
     return not train(run.recipe, data_dir, resume=resume, overwrite=restart).get("stopped")
 
 
-def _evaluate_model(run: Run, data_dir: str | None) -> None:
+def evaluate_model(model: str, pooler: str | None, tasks: str, data_dir: str | None,
+                   all_metrics: bool = False) -> dict[str, float]:
+    """Headline scores (and suite averages) of ``model``, rebuilt as its encoder with ``pooler`` unless
+    None; ``all_metrics`` adds every other metric as ``task/metric`` (not timings or selection scores)."""
+    from augcse.encode import load_model
     from augcse.evaluation.suite import main_scores, run_tasks
-    from augcse.modules import build_sentence_transformer
 
+    results = run_tasks(load_model(model, pooler=pooler), tasks, data_dir, batch_size=64)
+    scores = main_scores(results)
+    if all_metrics:
+        scores.update({f"{task}/{metric}": float(value) for task, values in results.items()
+                       for metric, value in values.items() if metric != "seconds" and not metric.endswith("devacc")})
+    return scores
+
+
+def write_scores(path: Path, scores: dict[str, float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"after": scores}, indent=2))
+
+
+def _evaluate_model(run: Run, data_dir: str | None) -> None:
+    """An evaluation row: the model with its published pooler on the row's tasks, every metric kept for
+    its ``all_metrics`` suites."""
     pooler = run.row.evaluate.pooler
-    model = build_sentence_transformer(run.model, pooler, max_seq_length=None)
-    scores = main_scores(run_tasks(model, run.tasks or run.row.tasks(), data_dir, batch_size=64))
-    run.run_dir.mkdir(parents=True, exist_ok=True)
-    (run.run_dir / "eval.json").write_text(json.dumps({"after": scores}, indent=2))
+    tasks = run.tasks or run.row.tasks_spec()
+    apart = run.row.tasks_of(run.row.all_metrics) if run.row.all_metrics and run.tasks is None else ""
+    scores = evaluate_model(run.model, pooler, tasks, data_dir) if tasks else {}
+    if apart:
+        scores.update(evaluate_model(run.model, pooler, apart, data_dir, all_metrics=True))
+    write_scores(run.run_dir / "eval.json", scores)
     summary = {"name": run.row.name, "model": run.model, "pooler": pooler, "trained": False}
     (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
@@ -262,12 +363,18 @@ def _evaluate_model(run: Run, data_dir: str | None) -> None:
 
 @dataclass
 class Line:
-    """Ours beside one published figure for one row and task."""
+    """Ours beside one published figure for one row and task.
+
+    ``values`` are the task's scores over the finished seeds; ``selected`` is the task's score in the one run
+    the row's statistic picks (the seed with the best headline average), so that every per-task figure of a
+    max-of-seeds row comes from the same model, as in the paper.
+    """
 
     row: str
     task: str
     values: list[float] = field(default_factory=list)
     reference: Published | None = None
+    selected: float | None = None
 
     @property
     def mean(self) -> float | None:
@@ -278,18 +385,14 @@ class Line:
         return statistics.stdev(self.values) if len(self.values) > 1 else None
 
     @property
-    def best(self) -> float | None:
-        return max(self.values) if self.values else None
-
-    @property
     def figure(self) -> float | None:
         return self.reference.scores.get(self.task) if self.reference else None
 
     @property
     def ours(self) -> float | None:
-        """The statistic the paper printed: the maximum for a max-of-seeds figure, else the mean."""
+        """The statistic the paper printed: the best run's score for a max-of-seeds figure, else the mean."""
         if self.reference is not None and self.reference.reported is Reported.MAX:
-            return self.best
+            return self.selected
         return self.mean
 
     @property
@@ -304,18 +407,29 @@ def _task_order(names: set[str]) -> list[str]:
     return list(dict.fromkeys(known)) + sorted(names - set(known))
 
 
+def best_run(row: Row, finished: list[dict[str, float]]) -> dict[str, float]:
+    """The one run a max-of-seeds figure stands for: the highest headline average (the row's first suite's
+    ``*_avg``, e.g. ``sts_avg``); ties keep the earlier seed. Empty when no run has that average."""
+    headline = f"{row.suites[0]}_avg"
+    scored = [scores for scores in finished if headline in scores]
+    return max(scored, key=lambda scores: scores[headline]) if scored else {}
+
+
 def table_lines(runs: list[Run]) -> list[Line]:
     """One line per row, task and published figure it is compared with; ours over the finished seeds."""
     lines: list[Line] = []
     rows = list(dict.fromkeys(run.row for run in runs))
     for row in rows:
         finished = [run.scores() for run in runs if run.row == row and run.done]
-        tasks = {t for scores in finished for t in scores if not t.startswith("seconds")}
+        best = best_run(row, finished)
         references = [published(ref) for ref in row.published]
+        # a secondary metric (``task/metric``) is shown only where a paper prints it
+        tasks = {t for scores in finished for t in scores
+                 if "/" not in t or any(t in ref.scores for ref in references)}
         for task in _task_order(tasks | {t for ref in references for t in ref.scores if t in row.averages}):
             values = [scores[task] for scores in finished if task in scores]
             matching = [ref for ref in references if task in ref.scores] or [None]
-            lines += [Line(row.name, task, values, ref) for ref in matching]
+            lines += [Line(row.name, task, values, ref, best.get(task)) for ref in matching]
     return lines
 
 
@@ -326,30 +440,82 @@ def _fmt(value: float | None, signed: bool = False) -> str:
 
 
 def build_document(paper: Paper, runs: list[Run]):
-    """Ours (mean ± sd, max over seeds, max − mean) beside each published figure, with Δ."""
+    """Ours (mean ± sd, the best seed's run, best − mean) beside each published figure, with Δ."""
     from augcse.report.document import Document, Paragraph, Table
 
     doc = Document(f"Reproduction: {paper.title}")
-    header = ["row", "task", "seeds", "ours mean ± sd", "ours max", "max − mean", "published", "reported as", "Δ"]
+    header = ["row", "task", "seeds", "ours mean ± sd", "ours best seed", "best − mean", "published", "reported as",
+              "Δ"]
     body = []
     for line in table_lines(runs):
         mean = _fmt(line.mean) + (f" ± {line.sd:.2f}" if line.sd is not None else "")
-        spread = None if line.best is None or line.mean is None else line.best - line.mean
+        spread = None if line.selected is None or line.mean is None else line.selected - line.mean
         ref = line.reference
         reported = f"{ref.reported.value} ({ref.id})" if ref else "—"
         sd = ref.sd.get(line.task) if ref else None
         figure = _fmt(line.figure) + (f" ± {sd:.2f}" if sd is not None else "")
         task = f"**{line.task}**" if line.task.endswith("_avg") else line.task
-        body.append([line.row, task, str(len(line.values)), mean, _fmt(line.best), _fmt(spread), figure, reported,
+        body.append([line.row, task, str(len(line.values)), mean, _fmt(line.selected), _fmt(spread), figure, reported,
                      _fmt(line.delta, signed=True)])
     doc.add(Table(header, body))
-    doc.add(Paragraph("Δ = ours − published, with ours the statistic the paper printed: the maximum over seeds "
-                      "for a max-of-seeds figure, the mean otherwise (a single run or a mean). \"max − mean\" is "
-                      "how far the best seed sits above the mean of the seeds run here."))
+    doc.add(Paragraph("Δ = ours − published, with ours the statistic the paper printed: for a max-of-seeds figure "
+                      "the run of the seed with the best headline average (every task of the row from that one "
+                      "run), the mean otherwise (a single run or a mean). \"best − mean\" is how far that run "
+                      "sits above the mean of the seeds run here."))
     pending = [str(run.run_dir) for run in runs if not run.done]
     if pending:
         doc.add(Paragraph(f"Not finished yet ({len(pending)}): {', '.join(pending)}."))
     return doc
+
+
+def headline_figures(row: Row, ref: Published) -> set[str]:
+    """What a plan shows of a published row: its averages of the row's suites, or a suite's tasks where the
+    paper prints no average (VaSCL's intent table)."""
+    shown = row.averages & set(ref.scores)
+    return shown or set(ref.scores)
+
+
+def row_settings(paper: Paper, runs: list[Run]) -> list[dict[str, Any]]:
+    """Per row: its deviations from the paper (and settings the paper leaves open) with their reasons, and
+    what the run's recipe (with the command line's overrides) holds differently from the table."""
+    out = []
+    for row in dict.fromkeys(run.row for run in runs):
+        recipe = next((run.recipe for run in runs if run.row == row and run.recipe is not None), None)
+        values = resolved(row, recipe)
+        overridden = [str(finding) for finding in paper_settings.check(paper.name, row.name, values)]
+        settings = paper_settings.settings(paper.name, row.name)
+        out.append({"row": row.name, "deviations": [
+            {"key": s.key, "paper": None if not s.stated else s.paper, "stated": s.stated, "source": s.source,
+             "ours": s.expected, "reason": s.reason} for s in settings if s.deviates],
+            "as_stated": [{"key": s.key, "value": s.paper, "source": s.source} for s in settings if not s.deviates],
+            "differs_from_table": overridden})
+    return out
+
+
+def plan_json(paper: Paper, runs: list[Run], nproc: int) -> dict[str, Any]:
+    """The dry run for tools: runs, published figures, per-row deviations and GPU-hours."""
+    rows = list(dict.fromkeys(run.row for run in runs))
+    return {
+        "paper": paper.name, "title": paper.title,
+        "runs": [{"row": run.row.name, "seed": run.seed, "run_dir": str(run.run_dir), "done": run.done,
+                  "recipe": run.row.recipe, "overrides": list(run.row.overrides),
+                  "evaluate": run.model, "tasks": run.tasks or run.row.tasks_spec(),
+                  "eval_poolers": dict(run.row.eval_poolers), "all_metrics": list(run.row.all_metrics),
+                  "main": run.row.main,
+                  "gpu_hours": round(gpu_hours(run, nproc), 3)} for run in runs],
+        "published": {row.name: {ref: {k: v for k, v in published(ref).scores.items()
+                                       if k in headline_figures(row, published(ref))} for ref in row.published}
+                      for row in rows},
+        "settings": row_settings(paper, runs),
+        "gpu_hours_to_run": round(sum(gpu_hours(run, nproc) for run in runs if not run.done), 3),
+    }
+
+
+def headline_figures(row: Row, ref: Published) -> set[str]:
+    """What a plan shows of a published row: its averages of the row's suites, or a suite's tasks where the
+    paper prints no average (VaSCL's intent table)."""
+    shown = row.averages & set(ref.scores)
+    return shown or set(ref.scores)
 
 
 def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
@@ -359,16 +525,27 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
         state = "done" if run.done else ("partial, resumes" if run.started else "to run")
         if run.recipe is not None:
             what = f"recipe {run.row.recipe} seed {run.seed}" + (f" + {' '.join(run.row.overrides)}" if run.row.overrides else "")
+            what += "".join(f"; {suite} evaluated through {pooler}" for suite, pooler in run.row.eval_poolers)
+            what += "".join(f"; {suite} evaluated after training, every metric" for suite in run.row.all_metrics)
         else:
-            what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler})"
+            what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler}) on {run.tasks or run.row.tasks_spec()}"
+            what += "".join(f"; {suite} with every metric" for suite in run.row.all_metrics)
         kind = "main" if run.row.main else "ablation/baseline"
         out.append(f"  {run.run_dir}  [{kind}; {state}; {gpu_hours(run, nproc):.2f} GPU-h]  {what}")
     out += ["", "Published figures compared with:"]
     for row in dict.fromkeys(run.row for run in runs):
         for ref in map(published, row.published):
             figures = ", ".join(f"{k} {v:.2f}" + (f" ± {ref.sd[k]:.2f}" if k in ref.sd else "")
-                                for k, v in ref.scores.items() if k in row.averages)
+                                for k, v in ref.scores.items() if k in headline_figures(row, ref))
             out.append(f"  {row.name}: {ref.id} ({ref.source}; {ref.reported.value}): {figures}")
+    out += ["", "Settings per row (data/paper_settings.yaml): those as the paper (or the authors' README) states "
+                "them, then each that differs or that the paper leaves open, with the reason:"]
+    for entry in row_settings(paper, runs):
+        held = ", ".join(f"{item['key']}={paper_settings.show(item['value'])}" for item in entry["as_stated"])
+        out.append(f"  {entry['row']}: as stated: {held}")
+        out += [f"    {s.describe()}" for s in paper_settings.deviations(paper.name, entry["row"])] or [
+            "    none: every stated setting is the paper's"]
+        out += [f"    DIFFERS FROM THE TABLE: {text}" for text in entry["differs_from_table"]]
     total = sum(gpu_hours(run, nproc) for run in runs if not run.done)
     out += ["", f"GPU-hours still to run: {total:.1f} at {spec.sentences_per_second:g} sentences/s per GPU "
                 f"(documented, not measured here: {spec.source})"]
@@ -407,7 +584,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA)")
     parser.add_argument("--tasks", help="evaluate on these tasks instead of the paper's protocol (e.g. STSBenchmark)")
     parser.add_argument("--nproc", type=_positive, default=1, help="processes (GPUs) per run, through torchrun")
-    parser.add_argument("--dry-run", action="store_true", help="list the runs, published figures and GPU-hours")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the runs, published figures, settings that differ from the paper and GPU-hours")
+    parser.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON, for tools")
     parser.add_argument("--checkpoints", action="store_true",
                         help="evaluate the paper's released checkpoints with their published pooler instead")
     parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH",
@@ -417,6 +596,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def _reproduce_cli(args: argparse.Namespace) -> int:
     paper = papers()[args.paper]
+    if args.json and not args.dry_run:
+        raise ValueError("--json goes with --dry-run (a reproduction writes reproduce.md and reproduce.html)")
     if args.tasks:
         from augcse.evaluation.tasks import resolve_tasks
 
@@ -434,7 +615,8 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
     output = Path(args.output) / ("checkpoints" if args.checkpoints else "")
     runs = plan(paper, rows, args.seeds, output, list(args.overrides), args.tasks, mapping)
     if args.dry_run:
-        print(describe_plan(paper, runs, args.nproc))
+        text = json.dumps(plan_json(paper, runs, args.nproc), indent=2) if args.json else describe_plan(paper, runs, args.nproc)
+        print(text)
         return 0
     for index, run in enumerate(runs, 1):
         if run.done:

@@ -192,7 +192,7 @@ def get(name: str, **params: Any) -> Augmentation:
 
 
 # --------------------------------------------------------------------------- named sets
-# AugCSE Table 3 typography (METHODS.md §1.2). 12-Aug is the list in the authors' run script.
+# AugCSE Table 3 typography (docs/AUGMENTATIONS.md). 12-Aug is the list in the authors' run script.
 _AUG4 = ["DiverseParaphrase", "TenseTransformation", "RandomSwap", "ContractionExpansions"]
 # 8-Aug is a reconstruction (the orange colouring is lost in the paper's text): 4-Aug + Casual2Formal +
 # the three 12-Aug items with the best single-augmentation positive STS-B in Fig. 6 (all 0.83).

@@ -1,7 +1,7 @@
 """SDA (Zhu et al.): Punctuation Insertion, Modal Verbs, Double Negation and the Negation hard negative.
 
 Each rule has a ``variant``: ``"paper"`` follows the paper's Algorithms 1-3, ``"code"`` follows the
-authors' released augmentation tools (METHODS.md §2.2-2.5). Where that code has plain bugs (misplaced
+authors' released augmentation tools (docs/PAPERS.md §3). Where that code has plain bugs (misplaced
 comma from a first-match index, "not not", skipped tokens after a deletion, case-sensitive "Not"),
 both variants implement the intended rule; docs/AUGMENTATIONS.md lists the differences.
 """

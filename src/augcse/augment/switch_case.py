@@ -1,7 +1,7 @@
 """CARDS switch-case (Wang et al. 2022, §2.2): flip the case of the first letter of some words.
 
 ``variant``: ``v1`` switches exactly ``max(1, round(n*p))`` words, ``v2`` each word with probability p
-(METHODS.md §4.1). ``mode`` restricts the words (CARDS Table 5): ``default`` any word starting with a
+(docs/PAPERS.md §5). ``mode`` restricts the words (CARDS Table 5): ``default`` any word starting with a
 letter; ``substitution`` only words whose switched form changes the first sub-token and nothing else;
 ``retokenization`` only words whose switched form splits differently — their case is switched back
 but the new split is kept, so the text is unchanged and only :meth:`SwitchCase.encode` shows the

@@ -19,7 +19,7 @@ SentEval (``senteval/tools/classifier.py`` and ``validation.py``) fits a logisti
   mean accuracies are rounded to 2 decimals and ties go to the smallest L2.
 
 Test mode: Adam, batch 64, tenacity 5, epoch size 4, 10 folds. Fast mode: RMSprop, batch 128,
-tenacity 3, epoch size 2, 5 folds (SimCSE's ``evaluation.py``, METHODS §0.5).
+tenacity 3, epoch size 2, 5 folds (SimCSE's ``evaluation.py``, docs/PAPERS.md §1).
 
 Models that see the same training rows draw the same permutations, so the L2 values of one fold
 share every batch. :func:`fit_jobs` stacks all models of a task into one ``(groups, d, L2 × classes)``

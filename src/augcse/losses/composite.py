@@ -78,7 +78,7 @@ class CompositeLoss(RoleLoss):
         columns: the dataset's text columns, for use without :meth:`bind` (a recipe binds the built dataset).
 
     References:
-        - METHODS.md §5 (roles, one contrastive formulation, the trainer contract).
+        - docs/PAPERS.md §6 (roles, one contrastive formulation, the trainer contract).
 
     Inputs:
         +-------------------------------------------+----------------------------+

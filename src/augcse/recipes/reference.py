@@ -361,7 +361,9 @@ def recipes_section() -> list[str]:
     for name in builtin_recipes():
         text = (RECIPE_DIR / f"{name}.yaml").read_text(encoding="utf-8")
         comment = " ".join(line.lstrip("#").strip() for line in text.splitlines()[:8] if line.startswith("#"))
-        header = re.split(r"(?<=[.)])\s+(?=[A-Z])", comment, maxsplit=1)[0]
+        # the first sentence; an abbreviation (App. A, Eq. 6, Fig. 5, Tab. 3) does not end it
+        header = re.split(r"(?<=[.)])(?<!App\.)(?<!Eq\.)(?<!Fig\.)(?<!Tab\.)(?<!Sec\.)\s+(?=[A-Z])", comment,
+                          maxsplit=1)[0]
         values = yaml.safe_load(text) or {}
         loss = (values.get("loss") or {}).get("name", "simcse")
         backbone = (values.get("model") or {}).get("backbone", "")
