@@ -1,4 +1,5 @@
-"""Trainer callbacks of an augcse run: the JSONL log, the loss's own state in checkpoints, a graceful stop."""
+"""Trainer callbacks of an augcse run: the JSONL log, the loss's own state in checkpoints, a graceful stop,
+a changed learning rate on resume."""
 
 from __future__ import annotations
 
@@ -117,12 +118,23 @@ class SyncLossGradients(TrainerCallback):
 
 
 class GracefulStop(TrainerCallback):
-    """On SIGINT/SIGTERM finish the current step, save a resumable checkpoint and stop."""
+    """On SIGINT/SIGTERM finish the current step, save a resumable checkpoint and stop.
+
+    The handlers it installs replace the caller's until :meth:`restore` (a notebook's Ctrl-C works again after).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.requested = False
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        self._previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
+        for sig in self.SIGNALS:
             signal.signal(sig, self._request)
+
+    def restore(self) -> None:
+        """Put back the signal handlers that were there before."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
     def _request(self, signum, frame) -> None:
         if self.requested:  # a second Ctrl-C stops at once
@@ -135,6 +147,30 @@ class GracefulStop(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
         return control
+
+
+class ScaleLearningRate(TrainerCallback):
+    """Multiply the learning rate restored from a checkpoint by ``factor`` (a resume with a changed learning rate).
+
+    The trainer restores the optimizer and scheduler of the checkpoint, whose rates come from the recipe the run
+    started with; the schedule's shape (warm-up, decay) continues, scaled to the new peak rate.
+    """
+
+    def __init__(self, factor: float) -> None:
+        self.factor = factor
+
+    def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        if self.factor == 1.0 or optimizer is None:
+            return
+        for group in optimizer.param_groups:
+            group["lr"] *= self.factor
+            if "initial_lr" in group:
+                group["initial_lr"] *= self.factor
+        if lr_scheduler is not None and hasattr(lr_scheduler, "base_lrs"):
+            lr_scheduler.base_lrs = [rate * self.factor for rate in lr_scheduler.base_lrs]
+            # what get_last_lr() (and so the log of this step) reports until the scheduler's next step
+            lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+        logger.info("learning rate scaled by %g from the checkpoint's", self.factor)
 
 
 def restore_loss_state(loss: torch.nn.Module, checkpoint: Path) -> None:
