@@ -45,7 +45,9 @@ def mib(size: float) -> str:
 
 
 def check_writable(folder: str | Path, what: str) -> Path:
-    """Create ``folder`` if needed and write and delete a probe file in it; raises ValueError (one line) if not.
+    """Prove ``folder`` can be created and written (a probe file, then removed); raises ValueError (one line) if not.
+
+    Folders created for the probe are removed again, so a command refused later has written nothing.
 
     ``what`` names the option or recipe key the user gave the folder with, so the message says what to change.
     """
@@ -53,6 +55,7 @@ def check_writable(folder: str | Path, what: str) -> Path:
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{what} {folder}: exists and is not a folder; choose a folder")
     probe = folder / f".augcse-write-probe-{os.getpid()}"
+    missing = [p for p in (folder, *folder.absolute().parents) if not p.exists()]  # the deepest first
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"probe")
@@ -60,6 +63,10 @@ def check_writable(folder: str | Path, what: str) -> Path:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ValueError(f"{what} {folder}: cannot write there ({reason}); choose a writable folder") from None
+    finally:  # proven, not left behind: a command refused later writes nothing
+        for created in missing:
+            if created.is_dir():
+                created.rmdir()
     return folder
 
 
