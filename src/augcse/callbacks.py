@@ -149,6 +149,22 @@ class GracefulStop(TrainerCallback):
         return control
 
 
+class AlreadyTrained(Exception):
+    """Raised by :class:`SkipWhenTrained`: the resumed checkpoint is the last step; the model holds its weights."""
+
+
+class SkipWhenTrained(TrainerCallback):
+    """A resume from the checkpoint of the last step trains nothing (the trainer would take one step more).
+
+    It stops the trainer right after it loaded the checkpoint; with ``load_best_model_at_end`` the trainer runs
+    on, as the best model it loads at its end replaces whatever that extra step did.
+    """
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step > 0 and state.global_step >= state.max_steps and not args.load_best_model_at_end:
+            raise AlreadyTrained
+
+
 class ScaleLearningRate(TrainerCallback):
     """Multiply the learning rate restored from a checkpoint by ``factor`` (a resume with a changed learning rate).
 

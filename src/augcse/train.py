@@ -400,8 +400,12 @@ def fit(recipe: Recipe, setup: Setup, trainer, checkpoint: Path | None) -> None:
     A save that failed leaves a partial ``checkpoint-N`` (N the step being saved); it is removed, so the
     folder shows only complete checkpoints and the space it held is free again.
     """
+    from augcse.callbacks import AlreadyTrained
+
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    except AlreadyTrained:
+        logger.info("%s is the last step: nothing left to train", checkpoint)
     except NonFiniteError as exc:
         print(file=sys.stderr, flush=True)  # end the progress bar's line: the error is a line of its own
         raise nonfinite_error(recipe, setup, exc) from None
@@ -492,7 +496,7 @@ def _resume_hint(run_dir: Path) -> str:
 
 def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Path | None,
            changes: dict | None = None) -> dict:
-    from augcse.callbacks import GracefulStop, ScaleLearningRate, restore_loss_state
+    from augcse.callbacks import GracefulStop, ScaleLearningRate, SkipWhenTrained, restore_loss_state
     from augcse.guard import NonFiniteGuard
 
     started = time.perf_counter()
@@ -512,7 +516,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
     rescale = setup.args.learning_rate / old_rate if changes and "training.learning_rate" in changes else 1.0
     guard = NonFiniteGuard(setup.loss, recipe.skip_nonfinite_steps)
     stopper = GracefulStop()
-    trainer = build_trainer(recipe, setup, [guard, ScaleLearningRate(rescale), stopper])
+    trainer = build_trainer(recipe, setup, [guard, ScaleLearningRate(rescale), SkipWhenTrained(), stopper])
     if checkpoint is not None:
         restore_loss_state(setup.loss, checkpoint)
         logger.info("resuming from %s", checkpoint)
