@@ -21,6 +21,7 @@ import torch
 import yaml
 
 from augcse.recipes.config import load_recipe
+from conftest import mounted_tmpfs
 from augcse.rundir import latest_checkpoint
 
 STEPS = 10
@@ -231,17 +232,6 @@ def test_a_failed_final_save_leaves_no_final_and_resume_finishes(reference, tmp_
     assert not list(run_dir.glob("checkpoint-*")) and not (run_dir / ".lock").exists(), "a finished run is tidy"
 
 
-def mounted_tmpfs(path: Path, size: str, read_only: bool = False) -> bool:
-    """A small tmpfs at ``path`` (root in a container allows it); False where mounting is not allowed."""
-    path.mkdir(parents=True, exist_ok=True)
-    options = f"size={size}" + (",ro" if read_only else "")
-    try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
-    except FileNotFoundError:
-        return False
-    return done.returncode == 0
-
-
 @pytest.fixture()
 def small_disk(tmp_path):
     """A 16 MiB filesystem: the tiny model's first checkpoint (about 12 MiB) fits, the second does not."""
@@ -276,29 +266,16 @@ def test_a_really_full_disk_is_one_line_and_resumes_after_freeing_space(small_di
 
 
 def test_an_unwritable_output_folder_is_refused_before_anything_loads(tmp_path, tiny_model_dir, data_dir,
-                                                                      monkeypatch, capsys):
+                                                                      read_only_dir, monkeypatch, capsys):
+    import augcse.train
     from augcse import cli
 
     recipe = write_recipe(tmp_path, tiny_model_dir, data_dir, "unused")
-    locked = tmp_path / "locked"
     values = yaml.safe_load(recipe.read_text())
-    values["output_dir"] = str(locked / "runs")
+    values["output_dir"] = str(read_only_dir / "runs")
     recipe.write_text(yaml.safe_dump(values))
-    if not mounted_tmpfs(locked, "1m", read_only=True):  # else the probe's write is made to fail as EROFS would
-        import augcse.outputs
-
-        def read_only(self, data):
-            raise OSError(errno.EROFS, "Read-only file system", str(self))
-
-        monkeypatch.setattr(augcse.outputs.Path, "write_bytes", read_only)
-    try:
-        import augcse.train
-
-        monkeypatch.setattr(augcse.train, "build_model", lambda recipe: pytest.fail("the model was loaded"))
-        code = cli.main(["train", str(recipe)])
-    finally:
-        subprocess.run(["umount", str(locked)], check=False, capture_output=True)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert err == [f"augcse train: error: recipe key 'output_dir': {locked / 'runs'}: cannot write there "
-                   "(Read-only file system); choose a writable folder"]
+    monkeypatch.setattr(augcse.train, "build_model", lambda recipe: pytest.fail("the model was loaded"))
+    assert cli.main(["train", str(recipe)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"augcse train: error: recipe key 'output_dir': {read_only_dir / 'runs'}: cannot write there "
+        "(Read-only file system); choose a writable folder"]

@@ -270,13 +270,20 @@ def build_setup(recipe: Recipe, root: Path | None, corpus_path: Path) -> Setup:
     """Corpus, model, loss, views and trainer arguments, in the order that makes a run reproducible."""
     import torch
 
+    from augcse.encode import damaged_weights
     from augcse.evaluation.suite import SuiteEvaluator
     from augcse.losses import bind_dataset
     from augcse.views import ViewContext, build_views
 
     corpus, stats = read_training_corpus(recipe, corpus_path)
     torch.manual_seed(recipe.seed)
-    model = build_model(recipe)
+    try:
+        model = build_model(recipe)
+    except Exception as exc:
+        damaged = damaged_weights(exc, recipe.model.backbone)
+        if damaged is None:
+            raise
+        raise AssetError(f"recipe key 'model.backbone': {damaged}") from None
     loss = build_loss(recipe, model)
     context = ViewContext(model=model, seed=recipe.seed, data_dir=root, run_dir=recipe.run_dir)
     train_dataset = build_views(corpus, recipe.data.views, context)
