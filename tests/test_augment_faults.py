@@ -150,3 +150,30 @@ def test_training_a_view_that_needs_wordnet_without_it_is_one_line(tmp_path, tin
     assert len(errors) == 1 and "Traceback" not in result.stderr
     assert "SentenceAdjectivesAntonymsSwitch cannot run: WordNet not found" in errors[0] and "--allow-errors" in errors[0]
     assert not (tmp_path / "runs" / "augcse-minilm" / "final").exists()
+
+
+def test_a_missing_network_is_found_out_once_and_named(monkeypatch):
+    import socket
+
+    from augcse.augment import model_based
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    tries = []
+
+    def unreachable(address, timeout=None, *args, **kwargs):
+        tries.append(address)
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    model_based.hub_unreachable.cache_clear()
+    model_based._load_cached.cache_clear()
+    try:
+        for name in ("Casual2Formal", "BackTranslation", "DiverseParaphrase"):
+            with pytest.raises(augment.AugmentationError) as info:
+                augment.get(name).apply(["A sentence."])
+            assert "the Hugging Face Hub cannot be reached (huggingface.co:443: Network is unreachable)" in str(info.value)
+            assert "\n" not in str(info.value)
+    finally:
+        model_based.hub_unreachable.cache_clear()
+    assert tries == [("huggingface.co", 443)], "asked once, not once per model"

@@ -106,6 +106,8 @@ def test_nan_at_step_5_stops_in_one_line_keeping_checkpoint_4(tmp_path, tiny_mod
     # linear decay from the peak over 8 steps: step s logs peak * (1 - (s - 1) / 8)
     assert rates[4] == pytest.approx(1e-3 * 5 / 8) and rates[5] == pytest.approx(1e-4 * 4 / 8)
     assert checkpoints(run_dir) == [], "a finished run keeps final/ only"
+    parts = json.loads((run_dir / "time.json").read_text())["parts"]
+    assert len(parts) == 2 and summary["seconds"] >= sum(parts), "the summary counts both parts of the run"
 
 
 def test_skipped_steps_leave_the_weights_untouched(tmp_path, tiny_model_dir, data_dir, monkeypatch, caplog):
