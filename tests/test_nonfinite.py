@@ -21,25 +21,14 @@ import yaml
 import augcse.train
 from augcse.recipes.config import load_recipe
 from augcse.rundir import checkpoints, latest_checkpoint
+from test_faults import write_recipe as fault_recipe
 
 STEPS = 8
 
 
 def write_recipe(tmp_path: Path, backbone: Path, data_dir: Path, **training) -> Path:
-    lines = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:80]
-    (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n")
-    values = {
-        "name": "run", "seed": 3, "output_dir": str(tmp_path / "runs"),
-        "model": {"backbone": str(backbone), "pooler": "cls", "max_seq_length": 16},
-        "data": {"corpus": str(tmp_path / "corpus.txt"), "limit": 64},
-        "loss": {"name": "simcse"},
-        "eval": {"dev": None, "before": None, "after": None},
-        "training": {"per_device_train_batch_size": 8, "max_steps": STEPS, "save_steps": 2, "logging_steps": 1,
-                     "learning_rate": 1e-3, **training},
-    }
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(values))
-    return path
+    """test_faults' tiny SimCSE recipe (CLS pooler, batch 8, a checkpoint every 2 steps), 8 steps long."""
+    return fault_recipe(tmp_path, backbone, data_dir, "runs", **{"max_steps": STEPS, **training})
 
 
 def nan_at(monkeypatch, steps: set[int]) -> None:
