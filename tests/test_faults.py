@@ -279,3 +279,23 @@ def test_an_unwritable_output_folder_is_refused_before_anything_loads(tmp_path, 
     assert capsys.readouterr().err.strip().splitlines() == [
         f"augcse train: error: recipe key 'output_dir': {read_only_dir / 'runs'}: cannot write there "
         "(Read-only file system); choose a writable folder"]
+
+
+def test_too_little_free_space_is_warned_before_training(tmp_path, monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    import augcse.train
+
+    model = torch.nn.Linear(1024, 256)  # 1 MiB of float32 weights: a checkpoint of about 3 MiB with Adam's moments
+    setup = SimpleNamespace(model=model, args=SimpleNamespace(save_total_limit=2))
+    recipe = SimpleNamespace(run_dir=tmp_path / "run")
+    monkeypatch.setattr(augcse.train, "free_bytes", lambda path: 5 * 2**20)
+    with caplog.at_level(logging.WARNING, logger="augcse.train"):
+        augcse.train.warn_if_short_of_space(recipe, setup)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"only 5 MiB free in {tmp_path / 'run'}; this run needs about 10 MiB (3 checkpoints of 3 MiB and final/): "
+        "free space now, or it will stop when a save fails"]
+    caplog.clear()
+    monkeypatch.setattr(augcse.train, "free_bytes", lambda path: 11 * 2**20)
+    augcse.train.warn_if_short_of_space(recipe, setup)
+    assert not caplog.records
