@@ -190,7 +190,8 @@ def test_a_half_written_loss_state_is_not_left_looking_complete(reference, tmp_p
         return real_save(obj, f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", full_disk)
-    with pytest.raises(RunError, match=r"^could not write a checkpoint in .* \(Unexpected pos\): about \d+ MiB "
+    with pytest.raises(RunError, match=r"^could not write a checkpoint in .* \(a write was cut short: the disk is "
+                                       r"probably full\): about \d+ MiB "
                                        r"needed, \d+ MiB free; the last complete checkpoint, checkpoint-4, is still "
                                        r"resumable: free space and run again with --resume$"):
         run(recipe)

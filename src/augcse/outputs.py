@@ -16,9 +16,14 @@ from pathlib import Path
 # errors a write can meet that are about the place, not the data: the user fixes them by freeing space or
 # choosing another folder
 WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
-# how libraries that do not raise OSError word the same faults (safetensors, torch's zip writer)
-WRITE_MESSAGES = ("no space left on device", "read-only file system", "disk quota exceeded", "permission denied",
-                  "file write failed", "unexpected pos")
+# how libraries that do not raise OSError word the same faults (safetensors, torch's zip writer) -> the reason shown
+WRITE_MESSAGES = {
+    "no space left on device": "No space left on device", "read-only file system": "Read-only file system",
+    "disk quota exceeded": "Disk quota exceeded", "permission denied": "Permission denied",
+    # torch's zip writer says only that a write was cut short
+    "file write failed": "a write was cut short: the disk is probably full",
+    "unexpected pos": "a write was cut short: the disk is probably full",
+}
 
 
 def write_failure(exc: BaseException) -> str | None:
@@ -26,10 +31,7 @@ def write_failure(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
         return exc.strerror or os.strerror(exc.errno)
     text = str(exc).lower()
-    for marker in WRITE_MESSAGES:
-        if marker in text:
-            return marker[0].upper() + marker[1:]
-    return None
+    return next((reason for marker, reason in WRITE_MESSAGES.items() if marker in text), None)
 
 
 def free_bytes(path: Path) -> int:
