@@ -166,27 +166,26 @@ class SkipWhenTrained(TrainerCallback):
 
 
 class ScaleLearningRate(TrainerCallback):
-    """Multiply the learning rate restored from a checkpoint by ``factor`` (a resume with a changed learning rate).
+    """Bring the learning rate restored from a checkpoint to this run's ``learning_rate`` (a resume that changed it).
 
-    The trainer restores the optimizer and scheduler of the checkpoint, whose rates come from the recipe the run
-    started with; the schedule's shape (warm-up, decay) continues, scaled to the new peak rate.
+    The trainer restores the checkpoint's optimizer and schedule, whose rates come from the recipe the run
+    started with; every rate is scaled by new peak / old peak (the first group's base rate), so the schedule's
+    shape (warm-up, decay) continues at the new peak. A resume with the same rate scales by exactly 1.
     """
 
-    def __init__(self, factor: float) -> None:
-        self.factor = factor
-
     def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
-        if self.factor == 1.0 or optimizer is None:
+        base = getattr(lr_scheduler, "base_lrs", None)
+        if optimizer is None or not base or not base[0] or base[0] == args.learning_rate:
             return
+        factor = args.learning_rate / base[0]
         for group in optimizer.param_groups:
-            group["lr"] *= self.factor
+            group["lr"] *= factor
             if "initial_lr" in group:
-                group["initial_lr"] *= self.factor
-        if lr_scheduler is not None and hasattr(lr_scheduler, "base_lrs"):
-            lr_scheduler.base_lrs = [rate * self.factor for rate in lr_scheduler.base_lrs]
-            # what get_last_lr() (and so the log of this step) reports until the scheduler's next step
-            lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
-        logger.info("learning rate scaled by %g from the checkpoint's", self.factor)
+                group["initial_lr"] *= factor
+        lr_scheduler.base_lrs = [rate * factor for rate in base]
+        # what get_last_lr() (and so the log of this step) reports until the scheduler's next step
+        lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+        logger.info("learning rate brought from the checkpoint's %g to %g", base[0], args.learning_rate)
 
 
 def restore_loss_state(loss: torch.nn.Module, checkpoint: Path) -> None:

@@ -19,12 +19,15 @@ loss state); a process killed or out of disk while saving leaves an incomplete o
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+logger = logging.getLogger(__name__)
 
 LOSS_STATE = "loss_state.pt"
 LOCK = ".lock"
@@ -140,6 +143,8 @@ class RunFolder:
                                      f"change only {', '.join(RESUMABLE_CHANGES)})")
             if changes:
                 self.changes = changes
+                logger.warning("--resume with a changed recipe: %s (the first is kept as recipe.until-step-%d.yaml)",
+                               "; ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in changes.items()), checkpoint_step(last))
                 os.replace(stored_file, self.path / f"recipe.until-step-{checkpoint_step(last)}.yaml")
                 stored_file.write_text(yaml.safe_dump(recipe, sort_keys=False))
         return last

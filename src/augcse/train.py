@@ -28,7 +28,6 @@ from augcse.rundir import FINISHED, RECIPE as RECIPE_FILE, RunFolder, checkpoint
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_LEARNING_RATE = 3e-5
 TIME_FILE = "time.json"  # seconds of each part of a resumed run
 
 
@@ -138,7 +137,7 @@ def training_arguments(recipe: Recipe, has_dev: bool, total_steps: int = 0):
     args: dict[str, Any] = dict(
         num_train_epochs=1,
         per_device_train_batch_size=64,
-        learning_rate=DEFAULT_LEARNING_RATE,
+        learning_rate=3e-5,
         weight_decay=0.0,
         lr_scheduler_type="linear",
         logging_steps=10,
@@ -247,7 +246,7 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
     else:
         checkpoint = latest_checkpoint(recipe.run_dir) if resume else None
     try:
-        return _train(recipe, root, corpus_path, checkpoint, folder.changes)
+        return _train(recipe, root, corpus_path, checkpoint)
     finally:
         folder.release()
 
@@ -501,8 +500,7 @@ def _resume_hint(run_dir: Path) -> str:
     return f"{last.name} is resumable with --resume" if last else "start again with --overwrite"
 
 
-def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Path | None,
-           changes: dict | None = None) -> dict:
+def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Path | None) -> dict:
     from augcse.callbacks import GracefulStop, ScaleLearningRate, SkipWhenTrained, restore_loss_state
     from augcse.guard import NonFiniteGuard
 
@@ -519,11 +517,9 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
             if write_failure(exc) is None:
                 raise
             raise write_error(recipe, setup, write_failure(exc), "the run's records", 2**20) from None
-    old_rate = (changes or {}).get("training.learning_rate", (None, None))[0] or DEFAULT_LEARNING_RATE
-    rescale = setup.args.learning_rate / old_rate if changes and "training.learning_rate" in changes else 1.0
     guard = NonFiniteGuard(setup.loss, recipe.skip_nonfinite_steps)
     stopper = GracefulStop()
-    trainer = build_trainer(recipe, setup, [guard, ScaleLearningRate(rescale), SkipWhenTrained(), stopper])
+    trainer = build_trainer(recipe, setup, [guard, ScaleLearningRate(), SkipWhenTrained(), stopper])
     if checkpoint is not None:
         restore_loss_state(setup.loss, checkpoint)
         logger.info("resuming from %s", checkpoint)
