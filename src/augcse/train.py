@@ -3,7 +3,9 @@
 Nothing here knows any method: the loss and the view builders are looked up by name in their
 registries. The trainer does the stepping, evaluation, checkpointing, resume and multi-process
 work; this module adds the run directory (resolved recipe, JSONL log, before/after evaluation,
-the kept model in ``final/`` with a model card) and a graceful stop on Ctrl-C.
+the kept model in ``final/`` with a model card), a graceful stop on Ctrl-C, and faults that end in one line
+(:class:`RunError`): a non-finite loss (:mod:`augcse.guard`) or a failed write (:mod:`augcse.outputs`) stops
+the run with the last good checkpoint named and no ``final/`` written.
 """
 
 from __future__ import annotations
