@@ -300,3 +300,21 @@ def test_too_little_free_space_is_warned_before_training(tmp_path, monkeypatch, 
     monkeypatch.setattr(augcse.train, "free_bytes", lambda path: 11 * 2**20)
     augcse.train.warn_if_short_of_space(recipe, setup)
     assert not caplog.records
+
+
+def test_a_full_disk_while_logging_names_the_log(tmp_path, tiny_model_dir, data_dir, monkeypatch):
+    from augcse.callbacks import JsonlLogger
+    from augcse.train import RunError, run
+
+    recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, data_dir, "log", max_steps=4))
+    real_log = JsonlLogger.on_log
+
+    def full_disk(self, args, state, control, logs=None, **kwargs):
+        if state.global_step == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+        return real_log(self, args, state, control, logs=logs, **kwargs)
+
+    monkeypatch.setattr(JsonlLogger, "on_log", full_disk)
+    with pytest.raises(RunError, match=r"^could not write log.jsonl in .* \(No space left on device\): .* the last "
+                                       r"complete checkpoint, checkpoint-2, is still resumable"):
+        run(recipe)

@@ -425,7 +425,9 @@ def fit(recipe: Recipe, setup: Setup, trainer, checkpoint: Path | None) -> None:
         partial = recipe.run_dir / f"checkpoint-{trainer.state.global_step}"
         if partial.is_dir():
             shutil.rmtree(partial, ignore_errors=True)
-        raise write_error(recipe, setup, reason, "a checkpoint", checkpoint_bytes(recipe.run_dir, setup.model)) from None
+        named = getattr(exc, "filename", None)  # an OSError names its file; the log, say, rather than a checkpoint
+        writing = Path(named).name if named and partial.name not in str(named) else "a checkpoint"
+        raise write_error(recipe, setup, reason, writing, checkpoint_bytes(recipe.run_dir, setup.model)) from None
 
 
 def evaluate_before(recipe: Recipe, setup: Setup, root: Path | None, checkpoint: Path | None) -> dict:
