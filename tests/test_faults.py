@@ -318,3 +318,15 @@ def test_a_full_disk_while_logging_names_the_log(tmp_path, tiny_model_dir, data_
     with pytest.raises(RunError, match=r"^could not write log.jsonl in .* \(No space left on device\): .* the last "
                                        r"complete checkpoint, checkpoint-2, is still resumable"):
         run(recipe)
+
+
+def test_reproduce_into_a_read_only_folder_is_refused_before_any_run(read_only_dir, capsys, monkeypatch):
+    import augcse.reproduce
+    from augcse import cli
+
+    monkeypatch.setattr(augcse.reproduce, "execute", lambda *a, **k: pytest.fail("a run was started"))
+    assert cli.main(["reproduce", "simcse", "--rows", augcse.reproduce.papers()["simcse"].rows[0].name,
+                     "--output", str(read_only_dir / "out")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"augcse reproduce: error: --output {read_only_dir / 'out'}: cannot write there (Read-only file system); "
+        "choose a writable folder"]

@@ -436,6 +436,9 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(describe_plan(paper, runs, args.nproc))
         return 0
+    from augcse.outputs import check_writable
+
+    check_writable(output, "--output")  # before the first run loads anything
     for index, run in enumerate(runs, 1):
         if run.done:
             print(f"[{index}/{len(runs)}] {run.run_dir}: finished, skipped", flush=True)
