@@ -20,13 +20,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from augcse.assets import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
 from augcse.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, builtin_recipes, load_recipe
-from augcse.guard import NonFiniteError
 from augcse.outputs import check_writable, free_bytes, mib, write_failure
 from augcse.rundir import FINISHED, RECIPE as RECIPE_FILE, RunFolder, checkpoint_step, checkpoints, latest_checkpoint
+
+if TYPE_CHECKING:  # the guard imports torch: not at start-up (``augcse train --help`` stays light)
+    from augcse.guard import NonFiniteError
 
 logger = logging.getLogger(__name__)
 
@@ -409,6 +411,7 @@ def fit(recipe: Recipe, setup: Setup, trainer, checkpoint: Path | None) -> None:
     folder shows only complete checkpoints and the space it held is free again.
     """
     from augcse.callbacks import AlreadyTrained
+    from augcse.guard import NonFiniteError
 
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
