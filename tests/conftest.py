@@ -87,3 +87,41 @@ def tiny_cls_recipe(tmp_path: Path, tiny_model_dir: Path, data_dir: Path, name: 
         "training": {"per_device_train_batch_size": 8, "logging_steps": 1, **training},
     }))
     return recipe
+
+
+def mounted_tmpfs(path: Path, size: str, read_only: bool = False) -> bool:
+    """A small tmpfs at ``path`` (root in a container may mount one); False where mounting is not allowed."""
+    import subprocess
+
+    path.mkdir(parents=True, exist_ok=True)
+    options = f"size={size}" + (",ro" if read_only else "")
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
+    except FileNotFoundError:
+        return False
+    return done.returncode == 0
+
+
+@pytest.fixture()
+def read_only_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A read-only folder: a read-only tmpfs where mounting is allowed (root ignores chmod), else a folder whose
+    write probe fails with EROFS as a read-only filesystem's would (in-process commands only)."""
+    import errno
+    import subprocess
+
+    folder = tmp_path / "read-only"
+    mounted = mounted_tmpfs(folder, "1m", read_only=True)
+    if not mounted:
+        import augcse.outputs
+
+        real = Path.write_bytes
+
+        def write_bytes(self: Path, data: bytes) -> int:
+            if folder in self.parents:
+                raise OSError(errno.EROFS, "Read-only file system", str(self))
+            return real(self, data)
+
+        monkeypatch.setattr(augcse.outputs.Path, "write_bytes", write_bytes)
+    yield folder
+    if mounted:
+        subprocess.run(["umount", str(folder)], check=False, capture_output=True)

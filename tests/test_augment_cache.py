@@ -66,7 +66,9 @@ def test_partial_cache_is_never_read(tmp_path, wiki):
         augment.load_cache(out)
 
 
-def test_raising_augmentation_is_counted_not_fatal(tmp_path, wiki):
+def test_raising_augmentation_stops_the_build_unless_errors_are_allowed(tmp_path, wiki):
+    from augcse.augment.cache import AugmentationFailed
+
     @augment.register
     class FailsOnDigits(augment.Augmentation):
         name, meaning, rule, source = "TestFailsOnDigits", "preserving", "test", "test"
@@ -76,11 +78,15 @@ def test_raising_augmentation_is_counted_not_fatal(tmp_path, wiki):
                 raise RuntimeError("digits")
             return text + " !"
 
+    failing = [any(ch.isdigit() for ch in s) for s in wiki]
     try:
-        ds = augment.build_cache(wiki, ["TestFailsOnDigits"], tmp_path / "c", progress=False)
+        with pytest.raises(AugmentationFailed, match=rf"^TestFailsOnDigits raised on {sum(failing)} of {len(wiki)} "
+                                                     r"sentences \(more than 1%\), e.g. RuntimeError: digits; "):
+            augment.build_cache(wiki, ["TestFailsOnDigits"], tmp_path / "c", progress=False)
+        assert not json.loads((tmp_path / "c" / "manifest.json").read_text())["complete"]
+        ds = augment.build_cache(wiki, ["TestFailsOnDigits"], tmp_path / "c", progress=False, allow_errors=True)
     finally:
         del augment.REGISTRY["TestFailsOnDigits"]
-    failing = [any(ch.isdigit() for ch in s) for s in wiki]
     stats = load_stats(tmp_path / "c")["TestFailsOnDigits"]
     assert stats["errors"] == sum(failing) > 0
     assert "digits" in stats["error_examples"][0][1]

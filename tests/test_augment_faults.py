@@ -93,3 +93,87 @@ def test_random_sigkills_then_resume_equal_an_uninterrupted_build(seed, kills, t
     assert augment.load_cache(out).to_dict() == fresh.to_dict()
     assert load_stats(out) == load_stats(tmp_path / "fresh")
     assert not list((out / "shards").glob(".tmp-*"))
+
+
+def without_wordnet(tmp_path: Path) -> dict:
+    """An environment in which NLTK finds no WordNet (no NLTK_DATA, no data directory holding nltk_data)."""
+    empty = tmp_path / "no-nltk-data"
+    empty.mkdir(exist_ok=True)
+    return {**os.environ, "NLTK_DATA": str(empty), "AUGCSE_DATA": str(empty), "HF_HUB_OFFLINE": "1"}
+
+
+def augcse(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "augcse.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_without_wordnet_the_build_stops_naming_it_and_an_allowed_build_is_redone_with_it(tmp_path, data_dir):
+    import json
+
+    lines = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:30]
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "cache"
+    corpus.write_text("\n".join(lines) + "\n")
+    build = ("augment", "--corpus", str(corpus), "--augs", "SynonymSubstitution", "--out", str(out))
+    refused = augcse(*build, env=without_wordnet(tmp_path))
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert refused.stderr.strip().splitlines() == [
+        "augcse augment: error: SynonymSubstitution cannot run: WordNet not found on NLTK's data path; run "
+        "`python -m nltk.downloader wordnet` or set NLTK_DATA to a folder holding corpora/wordnet.zip (e.g. "
+        "<data dir>/nltk_data); or pass --allow-errors (allow_errors=True) to keep those sentences unchanged instead"]
+    assert not (out / "manifest.json").exists()
+
+    allowed = augcse(*build, "--allow-errors", env=without_wordnet(tmp_path))
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+    stats = load_stats(out)["SynonymSubstitution"]
+    # every sentence with a content word raised (the rest had nothing to look up)
+    assert stats["changed"] == 0 and stats["sentences"] == 30 and 20 < stats["errors"] <= 30
+    assert json.loads((out / "manifest.json").read_text())["resources"]["wordnet"].startswith("missing: WordNet")
+
+    with_wordnet = augcse(*build, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert with_wordnet.returncode == 0, with_wordnet.stderr[-2000:]
+    assert "rebuilding the cache" in with_wordnet.stderr
+    stats = load_stats(out)["SynonymSubstitution"]
+    assert stats["errors"] == 0 and stats["perturbation_rate"] > 0.5
+    assert json.loads((out / "manifest.json").read_text())["resources"] == {"wordnet": "available"}
+
+
+def test_training_a_view_that_needs_wordnet_without_it_is_one_line(tmp_path, tiny_model_dir, data_dir):
+    lines = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:40]
+    (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n")
+    result = augcse("train", "--recipe", "augcse-minilm", f"model.backbone={tiny_model_dir}", "model.pooler=cls",
+                    "data.views[0].augmentations=12-2-aug",  # with SentenceAdjectivesAntonymsSwitch (WordNet)
+                    f"data.corpus={tmp_path / 'corpus.txt'}", "data.limit=32", "eval.after=null",
+                    "training.max_steps=1", "training.per_device_train_batch_size=8",
+                    f"output_dir={tmp_path / 'runs'}", env=without_wordnet(tmp_path))
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in result.stderr
+    assert "SentenceAdjectivesAntonymsSwitch cannot run: WordNet not found" in errors[0] and "--allow-errors" in errors[0]
+    assert not (tmp_path / "runs" / "augcse-minilm" / "final").exists()
+
+
+def test_a_missing_network_is_found_out_once_and_named(monkeypatch):
+    import socket
+
+    from augcse.augment import model_based
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    tries = []
+
+    def unreachable(address, timeout=None, *args, **kwargs):
+        tries.append(address)
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    model_based.hub_unreachable.cache_clear()
+    model_based._load_cached.cache_clear()
+    try:
+        for name in ("Casual2Formal", "BackTranslation", "DiverseParaphrase"):
+            with pytest.raises(augment.AugmentationError) as info:
+                augment.get(name).apply(["A sentence."])
+            assert "the Hugging Face Hub cannot be reached (huggingface.co:443: Network is unreachable)" in str(info.value)
+            assert "\n" not in str(info.value)
+    finally:
+        model_based.hub_unreachable.cache_clear()
+    assert tries == [("huggingface.co", 443)], "asked once, not once per model"

@@ -86,3 +86,103 @@ def test_published_maximum_of_a_hub_name(monkeypatch: pytest.MonkeyPatch, tmp_pa
             raise error
         monkeypatch.setattr(huggingface_hub, "hf_hub_download", fail)
         assert published_max_seq_length("bert-base-uncased") is None
+
+
+def test_faults_of_the_input_and_the_output_are_one_line_before_the_model_loads(
+        tmp_path: Path, read_only_dir: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    import augcse.encode
+
+    monkeypatch.setattr(augcse.encode, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    text = tmp_path / "in.txt"
+    text.write_text("one.\ntwo.\n")
+    (tmp_path / "taken").mkdir()
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("plain line\nLe café\n".encode("latin-1"))
+    cases = [
+        ([str(tmp_path), "--out", str(tmp_path / "e.npy")], f"{tmp_path} is a folder; give a text file"),
+        ([str(text), "--out", str(read_only_dir / "e.npy")],
+         f"--out {read_only_dir}: cannot write there (Read-only file system); choose a writable folder"),
+        ([str(text), "--out", str(tmp_path / "taken")],
+         f"--out {tmp_path / 'taken'}: is a folder; give a file name, e.g. {tmp_path / 'taken' / 'embeddings.npy'}"),
+        ([str(latin), "--out", str(tmp_path / "e.npy")],
+         f"{latin} line 2: byte b'\\xe9' at column 7 is not utf-8; convert the file, or pass --encoding "
+         "(e.g. --encoding latin-1)"),
+        ([str(text), "--out", str(tmp_path / "e.npy"), "--encoding", "klingon"], "--encoding klingon: unknown encoding"),
+    ]
+    for args, message in cases:
+        assert main(["encode", "some-model", *args]) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"augcse encode: error: {message}"] or (len(err) == 1 and message in err[0]), (args, err)
+    assert not list(tmp_path.glob("*.npy")) and not (tmp_path / "taken.npy").exists()
+
+
+def test_a_latin1_file_is_read_with_its_encoding(tiny_model_dir: Path, tmp_path: Path) -> None:
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("plain line\nLe café\n".encode("latin-1"))
+    assert main(["encode", str(tiny_model_dir), str(latin), "--out", str(tmp_path / "e"), "--encoding",
+                 "latin-1"]) == 0
+    assert np.load(tmp_path / "e.npy").shape == (2, 32)
+
+
+def truncated_copy(model_dir: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    copy = tmp_path / "truncated"
+    shutil.copytree(model_dir, copy)
+    weights = copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100_000])
+    return copy
+
+
+def test_a_truncated_weights_file_is_one_line_for_encode_eval_and_train(tiny_model_dir: Path, tmp_path: Path,
+                                                                         data_dir: Path,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    from conftest import tiny_cls_recipe
+
+    broken = truncated_copy(tiny_model_dir, tmp_path)
+    text = tmp_path / "in.txt"
+    text.write_text("one.\ntwo.\n")
+    expected = (f"{broken}: a weights file could not be read (Error while deserializing header: incomplete "
+                "metadata, file not fully covered); it is damaged or incomplete (an interrupted copy or download?): "
+                "copy or download the model again")
+    assert main(["encode", str(broken), str(text), "--out", str(tmp_path / "e.npy")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"augcse encode: error: {expected}"]
+    assert main(["eval", str(broken), "--tasks", "STSBenchmark-dev-original", "--fast"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"augcse eval: error: {expected}"]
+    recipe = tiny_cls_recipe(tmp_path, broken, data_dir, "broken", {"dev": None, "before": None, "after": None},
+                             {"max_steps": 1})
+    assert main(["train", str(recipe)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"augcse train: error: recipe key 'model.backbone': {expected}"]
+    assert not (tmp_path / "runs" / "broken").exists()
+
+
+def test_eval_save_to_is_checked_before_the_model_loads(tmp_path: Path, read_only_dir: Path,
+                                                        capsys: pytest.CaptureFixture,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import augcse.encode
+
+    monkeypatch.setattr(augcse.encode, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "eval.json").write_text("[1, 2")
+    for folder, message in [
+        (read_only_dir, f"--save-to {read_only_dir}: cannot write there (Read-only file system)"),
+        (run, f"--save-to: {run / 'eval.json'} is not valid JSON"),
+        (tmp_path / "missing", "is not a directory; give a training run folder"),
+    ]:
+        assert main(["eval", "some-model", "--tasks", "STSBenchmark-dev-original", "--save-to", str(folder)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+
+
+def test_compare_out_naming_a_file_or_a_read_only_folder_is_one_line(tmp_path: Path, read_only_dir: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine")
+    assert main(["compare", str(tmp_path), "--out", str(taken)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"augcse compare: error: --out {taken}: is a file; --out names a folder for compare.md, compare.html and "
+        f"the chart (e.g. --out {tmp_path / 'comparison'})"]
+    assert taken.read_text() == "mine"
+    assert main(["compare", str(tmp_path), "--out", str(read_only_dir / "cmp")]) == 2
+    assert "cannot write there (Read-only file system)" in capsys.readouterr().err

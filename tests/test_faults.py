@@ -21,6 +21,7 @@ import torch
 import yaml
 
 from augcse.recipes.config import load_recipe
+from conftest import mounted_tmpfs
 from augcse.rundir import latest_checkpoint
 
 STEPS = 10
@@ -171,3 +172,161 @@ def test_two_runs_with_one_name_cannot_share_the_folder(tmp_path, tiny_model_dir
         first.send_signal(signal.SIGKILL)
         first.wait()
     assert not (run / "summary.json").exists(), "the second run wrote nothing into the first one's folder"
+
+
+def test_a_half_written_loss_state_is_not_left_looking_complete(reference, tmp_path, tiny_model_dir, data_dir,
+                                                                monkeypatch):
+    """The save of checkpoint-6 fails on its last file, after trainer_state.json: the partial folder goes."""
+    from augcse.rundir import LOSS_STATE
+    from augcse.train import RunError, run
+
+    recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, data_dir, "half"))
+    real_save = torch.save
+
+    def full_disk(obj, f, *args, **kwargs):
+        if str(f).endswith(f"checkpoint-6/{LOSS_STATE}"):
+            Path(f).write_bytes(b"PK\x03\x04 half a zip")
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1472 vs 1360")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(RunError, match=r"^could not write a checkpoint in .* \(a write was cut short: the disk is "
+                                       r"probably full\): about \d+ MiB "
+                                       r"needed, \d+ MiB free; the last complete checkpoint, checkpoint-4, is still "
+                                       r"resumable: free space and run again with --resume$"):
+        run(recipe)
+    run_dir = tmp_path / "half" / "run"
+    assert not (run_dir / "checkpoint-6").exists() and latest_checkpoint(run_dir).name == "checkpoint-4"
+    monkeypatch.setattr(torch, "save", real_save)
+    run(recipe, resume=True)
+    got = weights(run_dir)
+    for key in reference:
+        torch.testing.assert_close(got[key], reference[key], rtol=0, atol=1e-6, msg=key)
+
+
+def test_a_failed_final_save_leaves_no_final_and_resume_finishes(reference, tmp_path, tiny_model_dir, data_dir,
+                                                                 monkeypatch):
+    import transformers.modeling_utils
+
+    from augcse.train import RunError, run
+
+    recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, data_dir, "last"))
+    real_save = transformers.modeling_utils.safe_save_file
+
+    def full_disk(tensors, filename, *args, **kwargs):
+        if "/run/final/" in str(filename):
+            raise OSError(errno.ENOSPC, "No space left on device", str(filename))
+        return real_save(tensors, filename, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full_disk)
+    with pytest.raises(RunError, match=r"^could not write final/ in .* \(No space left on device\): about \d+ MiB "
+                                       r"needed, .*checkpoint-10, is still resumable"):
+        run(recipe)
+    run_dir = tmp_path / "last" / "run"
+    assert not (run_dir / "final").exists() and not (run_dir / "summary.json").exists()
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", real_save)
+    summary = run(recipe, resume=True)
+    assert summary["global_step"] == STEPS
+    got = weights(run_dir)
+    for key in reference:
+        torch.testing.assert_close(got[key], reference[key], rtol=0, atol=1e-6, msg=key)
+    assert not list(run_dir.glob("checkpoint-*")) and not (run_dir / ".lock").exists(), "a finished run is tidy"
+
+
+@pytest.fixture()
+def small_disk(tmp_path):
+    """A 16 MiB filesystem: the tiny model's first checkpoint (about 12 MiB) fits, the second does not."""
+    disk = tmp_path / "disk"
+    if not mounted_tmpfs(disk, "16m"):
+        pytest.skip("mounting a tmpfs is not allowed here; the injected-error tests above cover the write path")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_really_full_disk_is_one_line_and_resumes_after_freeing_space(small_disk, tmp_path, tiny_model_dir,
+                                                                        data_dir):
+    recipe = write_recipe(tmp_path, tiny_model_dir, data_dir, "unused", max_steps=6, save_steps=2)
+    values = yaml.safe_load(recipe.read_text())
+    values["output_dir"] = str(small_disk)
+    recipe.write_text(yaml.safe_dump(values))
+    result = subprocess.run(command(recipe), env=ENV, capture_output=True, text=True, timeout=600)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("augcse train: error:")]
+    assert result.returncode == 1 and len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "No space left on device" in errors[0] and "MiB free" in errors[0]
+    assert "checkpoint-2, is still resumable: free space and run again with --resume" in errors[0]
+    run_dir = small_disk / "run"
+    assert [p.name for p in run_dir.glob("checkpoint-*")] == ["checkpoint-2"], "no partial checkpoint is left"
+    free = tmp_path / "roomy"
+    subprocess.run(["cp", "-a", str(small_disk), str(free)], check=True)
+    values["output_dir"] = str(free)
+    recipe.write_text(yaml.safe_dump(values))
+    moved = free / "run" / "recipe.yaml"  # the run moved to a disk with room: its stored recipe names the old place
+    moved.write_text(moved.read_text().replace(str(small_disk), str(free)))
+    subprocess.run(command(recipe, "--resume"), env=ENV, check=True, capture_output=True, timeout=600)
+    assert (free / "run" / "final" / "model.safetensors").is_file()
+
+
+def test_an_unwritable_output_folder_is_refused_before_anything_loads(tmp_path, tiny_model_dir, data_dir,
+                                                                      read_only_dir, monkeypatch, capsys):
+    import augcse.train
+    from augcse import cli
+
+    recipe = write_recipe(tmp_path, tiny_model_dir, data_dir, "unused")
+    values = yaml.safe_load(recipe.read_text())
+    values["output_dir"] = str(read_only_dir / "runs")
+    recipe.write_text(yaml.safe_dump(values))
+    monkeypatch.setattr(augcse.train, "build_model", lambda recipe: pytest.fail("the model was loaded"))
+    assert cli.main(["train", str(recipe)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"augcse train: error: recipe key 'output_dir': {read_only_dir / 'runs'}: cannot write there "
+        "(Read-only file system); choose a writable folder"]
+
+
+def test_too_little_free_space_is_warned_before_training(tmp_path, monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    import augcse.train
+
+    model = torch.nn.Linear(1024, 256)  # 1 MiB of float32 weights: a checkpoint of about 3 MiB with Adam's moments
+    setup = SimpleNamespace(model=model, args=SimpleNamespace(save_total_limit=2))
+    recipe = SimpleNamespace(run_dir=tmp_path / "run")
+    monkeypatch.setattr(augcse.train, "free_bytes", lambda path: 5 * 2**20)
+    with caplog.at_level(logging.WARNING, logger="augcse.train"):
+        augcse.train.warn_if_short_of_space(recipe, setup)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"only 5 MiB free in {tmp_path / 'run'}; this run needs about 10 MiB (3 checkpoints of 3 MiB and final/): "
+        "free space now, or it will stop when a save fails"]
+    caplog.clear()
+    monkeypatch.setattr(augcse.train, "free_bytes", lambda path: 11 * 2**20)
+    augcse.train.warn_if_short_of_space(recipe, setup)
+    assert not caplog.records
+
+
+def test_a_full_disk_while_logging_names_the_log(tmp_path, tiny_model_dir, data_dir, monkeypatch):
+    from augcse.callbacks import JsonlLogger
+    from augcse.train import RunError, run
+
+    recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, data_dir, "log", max_steps=4))
+    real_log = JsonlLogger.on_log
+
+    def full_disk(self, args, state, control, logs=None, **kwargs):
+        if state.global_step == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+        return real_log(self, args, state, control, logs=logs, **kwargs)
+
+    monkeypatch.setattr(JsonlLogger, "on_log", full_disk)
+    with pytest.raises(RunError, match=r"^could not write log.jsonl in .* \(No space left on device\): .* the last "
+                                       r"complete checkpoint, checkpoint-2, is still resumable"):
+        run(recipe)
+
+
+def test_reproduce_into_a_read_only_folder_is_refused_before_any_run(read_only_dir, capsys, monkeypatch):
+    import augcse.reproduce
+    from augcse import cli
+
+    monkeypatch.setattr(augcse.reproduce, "execute", lambda *a, **k: pytest.fail("a run was started"))
+    assert cli.main(["reproduce", "simcse", "--rows", augcse.reproduce.papers()["simcse"].rows[0].name,
+                     "--output", str(read_only_dir / "out")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"augcse reproduce: error: --output {read_only_dir / 'out'}: cannot write there (Read-only file system); "
+        "choose a writable folder"]

@@ -93,11 +93,26 @@ def test_only_incomplete_checkpoints_give_the_same_answer_to_both(tmp_path):
 def test_resume_refuses_a_changed_recipe_and_names_the_keys(tmp_path):
     run = started(tmp_path / "run")
     checkpoint(run, 2)
-    changed = {**RECIPE, "training": {"learning_rate": 1e-5, "max_steps": 8}, "data": {"limit": 50}}
-    with pytest.raises(RunFolderError, match=r"data.limit \(100 → 50\); training.learning_rate") as info:
+    changed = {**RECIPE, "training": {"learning_rate": 1e-5, "max_steps": 9}, "data": {"limit": 50}}
+    with pytest.raises(RunFolderError, match=r"data.limit \(100 → 50\); training.max_steps \(8 → 9\); resume") as info:
         RunFolder(run).claim(changed, resume=True)
-    assert "\n" not in str(info.value)
+    assert "\n" not in str(info.value) and "learning_rate" not in str(info.value).split("; resume")[0]
     assert recipe_differences(RECIPE, RECIPE) == []
+
+
+def test_resume_may_change_the_learning_rate_and_keeps_the_first_recipe(tmp_path):
+    import yaml
+
+    run = started(tmp_path / "run")
+    checkpoint(run, 2)
+    changed = {**RECIPE, "training": {"learning_rate": 1e-6, "max_steps": 8}, "skip_nonfinite_steps": 2}
+    folder = RunFolder(run)
+    assert folder.claim(changed, resume=True).name == "checkpoint-2"
+    folder.release()
+    assert folder.changes == {"training.learning_rate": (3e-5, 1e-6), "skip_nonfinite_steps": (None, 2)}
+    assert yaml.safe_load((run / "recipe.until-step-2.yaml").read_text()) == RECIPE
+    assert yaml.safe_load((run / "recipe.yaml").read_text()) == changed
+    assert not (run / ".lock").exists()
 
 
 def test_resume_and_overwrite_together_and_a_file_in_the_way(tmp_path):

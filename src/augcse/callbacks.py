@@ -1,4 +1,5 @@
-"""Trainer callbacks of an augcse run: the JSONL log, the loss's own state in checkpoints, a graceful stop."""
+"""Trainer callbacks of an augcse run: the JSONL log, the loss's own state in checkpoints, a graceful stop,
+a changed learning rate on resume."""
 
 from __future__ import annotations
 
@@ -117,12 +118,23 @@ class SyncLossGradients(TrainerCallback):
 
 
 class GracefulStop(TrainerCallback):
-    """On SIGINT/SIGTERM finish the current step, save a resumable checkpoint and stop."""
+    """On SIGINT/SIGTERM finish the current step, save a resumable checkpoint and stop.
+
+    The handlers it installs replace the caller's until :meth:`restore` (a notebook's Ctrl-C works again after).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.requested = False
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        self._previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
+        for sig in self.SIGNALS:
             signal.signal(sig, self._request)
+
+    def restore(self) -> None:
+        """Put back the signal handlers that were there before."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
     def _request(self, signum, frame) -> None:
         if self.requested:  # a second Ctrl-C stops at once
@@ -135,6 +147,45 @@ class GracefulStop(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
         return control
+
+
+class AlreadyTrained(Exception):
+    """Raised by :class:`SkipWhenTrained`: the resumed checkpoint is the last step; the model holds its weights."""
+
+
+class SkipWhenTrained(TrainerCallback):
+    """A resume from the checkpoint of the last step trains nothing (the trainer would take one step more).
+
+    It stops the trainer right after it loaded the checkpoint; with ``load_best_model_at_end`` the trainer runs
+    on, as the best model it loads at its end replaces whatever that extra step did.
+    """
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step > 0 and state.global_step >= state.max_steps and not args.load_best_model_at_end:
+            raise AlreadyTrained
+
+
+class ScaleLearningRate(TrainerCallback):
+    """Bring the learning rate restored from a checkpoint to this run's ``learning_rate`` (a resume that changed it).
+
+    The trainer restores the checkpoint's optimizer and schedule, whose rates come from the recipe the run
+    started with; every rate is scaled by new peak / old peak (the first group's base rate), so the schedule's
+    shape (warm-up, decay) continues at the new peak. A resume with the same rate scales by exactly 1.
+    """
+
+    def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        base = getattr(lr_scheduler, "base_lrs", None)
+        if optimizer is None or not base or not base[0] or base[0] == args.learning_rate:
+            return
+        factor = args.learning_rate / base[0]
+        for group in optimizer.param_groups:
+            group["lr"] *= factor
+            if "initial_lr" in group:
+                group["initial_lr"] *= factor
+        lr_scheduler.base_lrs = [rate * factor for rate in base]
+        # what get_last_lr() (and so the log of this step) reports until the scheduler's next step
+        lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+        logger.info("learning rate brought from the checkpoint's %g to %g", base[0], args.learning_rate)
 
 
 def restore_loss_state(loss: torch.nn.Module, checkpoint: Path) -> None:

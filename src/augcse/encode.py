@@ -2,6 +2,8 @@
 
 Row ``i`` of the output is the embedding of line ``i + 1`` of the input, always: a blank line has no
 sentence to embed, so a file with blank lines is refused (naming them) rather than silently shortened.
+The output is written exactly where ``--out`` says (``.npy`` appended when missing, as NumPy does): a folder
+there is refused, never written beside; the input and the output are checked before the model loads.
 """
 
 from __future__ import annotations
@@ -45,11 +47,32 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
         hint = (f"it is a training run: give {folder / 'final'}" if (folder / "final").is_dir()
                 else "give a sentence-transformers or Hugging Face model folder")
         raise ValueError(f"{folder} holds no model (no modules.json or config.json); {hint}")
-    if pooler is None:
-        return SentenceTransformer(location)
-    from augcse.modules import build_sentence_transformer
+    try:
+        if pooler is None:
+            return SentenceTransformer(location)
+        from augcse.modules import build_sentence_transformer
 
-    return build_sentence_transformer(location, pooler, max_seq_length=None)
+        return build_sentence_transformer(location, pooler, max_seq_length=None)
+    except Exception as exc:
+        damaged = damaged_weights(exc, location)
+        if damaged is None:
+            raise
+        raise damaged from None
+
+
+# how torch and safetensors word a weights file that ends early or is not what its name says
+DAMAGED = ("error while deserializing header", "incomplete metadata", "failed finding central directory",
+           "unexpected eof", "invalid load key", "pytorchstreamreader failed")
+
+
+def damaged_weights(exc: BaseException, location: str | Path) -> ValueError | None:
+    """A one-line error when ``exc`` says a model's weights file is truncated or corrupt; None otherwise."""
+    text = str(exc).strip()
+    if not any(marker in text.lower() for marker in DAMAGED):
+        return None
+    first = text.splitlines()[0]
+    return ValueError(f"{location}: a weights file could not be read ({first}); it is damaged or incomplete (an "
+                      "interrupted copy or download?): copy or download the model again")
 
 
 def encode(model: SentenceTransformer, sentences: list[str], batch_size: int = 64) -> np.ndarray:
@@ -84,22 +107,44 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                     "Blank lines and empty inputs are refused.")
     parser.add_argument("model", help="sentence-transformers folder (e.g. runs/NAME/final) or model name")
     parser.add_argument("input", nargs="?", default="-", help="text file, one sentence per line (default: stdin)")
-    parser.add_argument("--out", required=True, help="output file; .npy is appended when missing")
+    parser.add_argument("--out", required=True,
+                        help="output file; .npy is appended when missing (a folder is refused, not written beside)")
+    parser.add_argument("--encoding", default="utf-8", help="the input's text encoding (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)")
     parser.set_defaults(func=_run_cli)
+
+
+def output_file(out: str) -> Path:
+    """The file ``--out`` names, proven writable; a folder (``out`` or ``out.npy``) is refused in one line."""
+    from augcse.outputs import check_output_file
+
+    if Path(out).expanduser().is_dir():
+        raise ValueError(f"--out {out}: is a folder; give a file name, e.g. {Path(out) / 'embeddings.npy'}")
+    return check_output_file(npy_path(out), "--out")
 
 
 def _run_cli(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from augcse.outputs import free_bytes, mib, write_failure
+    from augcse.textfile import check_encoding, decode_lines, read_lines
+
+    check_encoding(args.encoding)
     if args.input == "-":
-        sentences = read_sentences(sys.stdin, "standard input")
+        sentences = read_sentences(decode_lines(sys.stdin.buffer, "standard input", args.encoding), "standard input")
     else:
-        with open(args.input, encoding="utf-8") as handle:
-            sentences = read_sentences(handle, args.input)
+        sentences = read_sentences(read_lines(args.input, args.encoding), args.input)
+    out = output_file(args.out)
     embeddings = encode(load_model(args.model), sentences, args.batch_size)
-    out = npy_path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.save(out, embeddings)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        np.save(out, embeddings)
+    except OSError as exc:
+        if write_failure(exc) is None:
+            raise
+        out.unlink(missing_ok=True)
+        print(f"augcse encode: error: could not write {out} ({write_failure(exc)}): {mib(embeddings.nbytes)} needed, "
+              f"{mib(free_bytes(out.parent))} free; free space or choose another --out", file=sys.stderr)
+        return 1
     print(f"wrote {embeddings.shape[0]} × {embeddings.shape[1]} embeddings to {out}")
     return 0

@@ -618,6 +618,9 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
         text = json.dumps(plan_json(paper, runs, args.nproc), indent=2) if args.json else describe_plan(paper, runs, args.nproc)
         print(text)
         return 0
+    from augcse.outputs import check_writable
+
+    check_writable(output, "--output")  # before the first run loads anything
     for index, run in enumerate(runs, 1):
         if run.done:
             print(f"[{index}/{len(runs)}] {run.run_dir}: finished, skipped", flush=True)

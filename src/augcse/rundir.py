@@ -5,8 +5,12 @@ The states a folder can be in, and what ``augcse train`` does with each:
 * new or empty: a fresh run starts;
 * locked by a live process: refused, naming its PID (two runs never write one folder);
 * finished (``summary.json``): refused unless ``--overwrite``, which empties it first;
-* unfinished: ``--resume`` continues from the newest *complete* checkpoint, and only with the same recipe;
-  without ``--resume`` it is refused (``--overwrite`` starts again).
+* unfinished: ``--resume`` continues from the newest *complete* checkpoint, and only with the same recipe
+  except the keys of :data:`RESUMABLE_CHANGES` (what a stopped diverging run needs changed: the learning rate,
+  gradient clipping, skipped non-finite steps); without ``--resume`` it is refused (``--overwrite`` starts again).
+
+On success the run ends with ``final/`` and ``summary.json``; its checkpoints are removed unless the recipe sets
+``keep_checkpoints``, and the lock file goes with the lock.
 
 A checkpoint is complete when the files written last by a save are there (the trainer state, then the
 loss state); a process killed or out of disk while saving leaves an incomplete one, which every check ignores.
@@ -15,6 +19,7 @@ loss state); a process killed or out of disk while saving leaves an incomplete o
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -22,10 +27,14 @@ from typing import Any
 
 import yaml
 
+logger = logging.getLogger(__name__)
+
 LOSS_STATE = "loss_state.pt"
 LOCK = ".lock"
 RECIPE = "recipe.yaml"
 FINISHED = "summary.json"
+# recipe keys a resumed run may change; the recipe it started with is kept as recipe.until-step-N.yaml
+RESUMABLE_CHANGES = ("training.learning_rate", "training.max_grad_norm", "skip_nonfinite_steps", "keep_checkpoints")
 
 
 class RunFolderError(ValueError):
@@ -56,17 +65,21 @@ def _used(run_dir: Path) -> bool:
     return run_dir.is_dir() and any(p.name != LOCK for p in run_dir.iterdir())
 
 
-def recipe_differences(stored: dict, current: dict, prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two resolved recipes."""
-    keys = sorted(set(stored) | set(current))
-    out: list[str] = []
-    for key in keys:
+def changed_keys(stored: dict, current: dict, prefix: str = "") -> dict[str, tuple[Any, Any]]:
+    """``{dotted key: (stored value, current value)}`` for every key whose value differs."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for key in sorted(set(stored) | set(current)):
         a, b = stored.get(key), current.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
-            out += recipe_differences(a, b, f"{prefix}{key}.")
+            out.update(changed_keys(a, b, f"{prefix}{key}."))
         elif a != b:
-            out.append(f"{prefix}{key} ({a!r} → {b!r})")
+            out[f"{prefix}{key}"] = (a, b)
     return out
+
+
+def recipe_differences(stored: dict, current: dict) -> list[str]:
+    """Dotted keys whose values differ between two resolved recipes, with both values."""
+    return [f"{key} ({a!r} → {b!r})" for key, (a, b) in changed_keys(stored, current).items()]
 
 
 class RunFolder:
@@ -75,6 +88,7 @@ class RunFolder:
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir)
         self._handle: Any = None
+        self.changes: dict[str, tuple[Any, Any]] = {}  # the RESUMABLE_CHANGES a --resume made
 
     def claim(self, recipe: dict, resume: bool = False, overwrite: bool = False) -> Path | None:
         """Lock the folder and check it fits the request; returns the checkpoint to resume from, if any."""
@@ -120,11 +134,19 @@ class RunFolder:
         if stored_file.is_file():
             stored = yaml.safe_load(stored_file.read_text()) or {}
             current = yaml.safe_load(yaml.safe_dump(recipe, sort_keys=False))
-            differences = recipe_differences(stored, current)
-            if differences:
+            changes = changed_keys(stored, current)
+            refused = [f"{key} ({a!r} → {b!r})" for key, (a, b) in changes.items() if key not in RESUMABLE_CHANGES]
+            if refused:
                 raise RunFolderError(f"--resume: the recipe differs from the one {self.path} was started with: "
-                                     f"{'; '.join(differences)}; resume with the stored recipe "
-                                     f"(augcse train {stored_file} --resume) or start a new run")
+                                     f"{'; '.join(refused)}; resume with the stored recipe "
+                                     f"(augcse train {stored_file} --resume) or start a new run (a resume may "
+                                     f"change only {', '.join(RESUMABLE_CHANGES)})")
+            if changes:
+                self.changes = changes
+                logger.warning("--resume with a changed recipe: %s (the first is kept as recipe.until-step-%d.yaml)",
+                               "; ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in changes.items()), checkpoint_step(last))
+                os.replace(stored_file, self.path / f"recipe.until-step-{checkpoint_step(last)}.yaml")
+                stored_file.write_text(yaml.safe_dump(recipe, sort_keys=False))
         return last
 
     def _lock(self) -> None:
@@ -154,11 +176,11 @@ class RunFolder:
                 child.unlink()
 
     def release(self) -> None:
-        """Unlock; a folder left with nothing but the lock (a run refused before writing) is removed."""
+        """Unlock and remove the lock file; a folder left with nothing else (a run refused before writing) goes too."""
         if self._handle is None:
             return
+        (self.path / LOCK).unlink(missing_ok=True)  # still held: no other run can take it in between
         if not _used(self.path):
-            (self.path / LOCK).unlink(missing_ok=True)
             try:
                 self.path.rmdir()
             except OSError:

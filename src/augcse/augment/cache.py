@@ -2,7 +2,8 @@
 
 Layout of ``out_dir``::
 
-    manifest.json      key, names, params, seed, shard size, shard count; "complete" once all shards exist
+    manifest.json      key, names, params, seed, shard size, shard count, the resources found (WordNet…);
+                       "complete" once all shards exist
     shards/00000/      one ``datasets`` folder per shard, renamed into place only when fully written
     shards/00000.json  per-shard counts: changed, edit sizes, examples, errors
     stats.json         per-augmentation statistics, written when the cache is complete
@@ -10,23 +11,41 @@ Layout of ``out_dir``::
 A shard is written to a temporary folder and renamed, so a killed build leaves either a whole shard or
 none; rerunning the same build skips finished shards. :func:`load_cache` refuses a cache whose
 manifest is not marked complete.
+
+A failed augmentation is not a result: a resource an augmentation needs (WordNet) that is missing stops the
+build before it starts, and more than :data:`MAX_ERROR_RATE` of sentences on which an augmentation raised
+stops it before the cache is marked complete, unless ``allow_errors`` (those sentences are then kept
+unchanged and counted in the statistics). A cache built while a resource was missing is rebuilt once it is
+there.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
+from augcse.assets import AssetError, wordnet
 from augcse.augment.base import AugmentationError, get, resolve_names
 
 FORMAT_VERSION = 1
+logger = logging.getLogger(__name__)
+
 N_EXAMPLES = 3
 N_ERROR_EXAMPLES = 3
+MAX_ERROR_RATE = 0.01  # sentences on which an augmentation may raise before the build stops (without allow_errors)
+# a need named in an augmentation's ``needs`` -> a loader that raises AssetError (one line) when it is missing
+RESOURCES = {"wordnet": wordnet}
+ALLOW = "pass --allow-errors (allow_errors=True) to keep those sentences unchanged instead"
+
+
+class AugmentationFailed(ValueError):
+    """An augmentation raised on too many sentences: its output would be the input, counted as a result."""
 
 
 class CacheConflict(ValueError):
@@ -67,6 +86,35 @@ def edit_size(a: str, b: str) -> int:
             cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (wx != wy)))
         prev = cur
     return prev[-1]
+
+
+def resources(augs: Sequence[Any]) -> dict[str, str]:
+    """Each resource the augmentations need: ``"available"``, or ``"missing: <how to get it>"``."""
+    found = {}
+    for need in sorted({n for aug in augs for n in aug.needs if n in RESOURCES}):
+        try:
+            RESOURCES[need]()
+            found[need] = "available"
+        except AssetError as exc:
+            found[need] = f"missing: {exc}"
+    return found
+
+
+def _check_resources(augs: Sequence[Any], found: dict[str, str], allow_errors: bool) -> None:
+    for need, state in found.items():
+        if state != "available" and not allow_errors:
+            users = ", ".join(aug.name for aug in augs if need in aug.needs)
+            raise AssetError(f"{users} cannot run: {state.removeprefix('missing: ')}; or {ALLOW}")
+
+
+def _check_errors(stats: dict[str, Any]) -> None:
+    """Refuse a build in which an augmentation raised on more than MAX_ERROR_RATE of the sentences."""
+    for name, s in stats.items():
+        if s["errors"] > MAX_ERROR_RATE * s["sentences"]:
+            example = s["error_examples"][0][1] if s["error_examples"] else "no example kept"
+            raise AugmentationFailed(
+                f"{name} raised on {s['errors']} of {s['sentences']} sentences (more than {MAX_ERROR_RATE:.0%}), "
+                f"e.g. {example}; fix the cause and rerun, or {ALLOW}")
 
 
 def _build_shard(out_dir: str, index: int, sentences: list[str], names: list[str],
@@ -117,11 +165,13 @@ def _write_json(path: Path, data: Any) -> None:
 
 def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: str | os.PathLike, seed: int = 0,
                 shard_size: int = 5000, n_process: int = 1, params: dict[str, dict[str, Any]] | None = None,
-                overwrite: bool = False, progress: bool = True) -> "Dataset":  # noqa: F821
+                overwrite: bool = False, progress: bool = True, allow_errors: bool = False) -> "Dataset":  # noqa: F821
     """Augment ``sentences`` with every augmentation in ``names`` into ``out_dir`` and return the dataset.
 
-    The same key (corpus, names, params, seed) reuses or resumes what is in ``out_dir``; another key
-    there is an error unless ``overwrite``. Shards are built by ``n_process`` worker processes.
+    The same key (corpus, names, params, seed) reuses or resumes what is in ``out_dir`` (rebuilt when the
+    resources found differ from those it was built with); another key there is an error unless ``overwrite``.
+    Shards are built by ``n_process`` worker processes. A missing resource or an augmentation raising on
+    more than :data:`MAX_ERROR_RATE` of the sentences stops the build unless ``allow_errors``.
     """
     from tqdm.auto import tqdm
 
@@ -130,8 +180,10 @@ def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: s
         raise ValueError("no sentences to augment: the corpus is empty")
     names = resolve_names(names)
     params = {n: dict(p) for n, p in (params or {}).items() if n in names}
-    for name in names:  # fail early on bad parameters or unavailable models
-        aug = get(name, **params.get(name, {}))
+    augs = [get(name, **params.get(name, {})) for name in names]  # fail early on bad parameters
+    found = resources(augs)
+    _check_resources(augs, found, allow_errors)
+    for aug in augs:  # and on unavailable models
         if any(x.startswith("model:") for x in aug.needs):
             aug.apply_safe(["A sentence."], seed)
     key = cache_key(sentences, names, params, seed)
@@ -142,12 +194,17 @@ def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: s
             raise CacheConflict(out, manifest["key"])
         shutil.rmtree(out)
         manifest = None
+    if manifest is not None and manifest.get("resources", {}) != found:
+        logger.warning("rebuilding the cache in %s: it was built with resources %s, now %s", out,
+                       manifest.get("resources", {}), found)
+        shutil.rmtree(out)
+        manifest = None
     if manifest is not None and manifest.get("complete"):
         return load_cache(out)
     n_shards = max(1, -(-len(sentences) // shard_size))
     manifest = {"key": key, "names": names, "params": params, "seed": seed, "shard_size": shard_size,
                 "n_shards": n_shards, "n_sentences": len(sentences), "format": FORMAT_VERSION,
-                "complete": False}
+                "resources": found, "complete": False}
     (out / "shards").mkdir(parents=True, exist_ok=True)
     _write_json(out / "manifest.json", manifest)
     for stale in (out / "shards").glob(".tmp-*"):
@@ -166,6 +223,8 @@ def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: s
                 bar.update()
     bar.close()
     stats = _merge_stats(out, names, n_shards)
+    if not allow_errors:
+        _check_errors(stats)
     _write_json(out / "stats.json", stats)
     manifest["complete"] = True
     _write_json(out / "manifest.json", manifest)
@@ -222,4 +281,4 @@ def format_stats(stats: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["AugmentationError", "CacheConflict", "build_cache", "cache_key", "edit_size", "format_stats", "load_cache", "load_stats"]
+__all__ = ["AugmentationError", "AugmentationFailed", "CacheConflict", "build_cache", "cache_key", "edit_size", "format_stats", "load_cache", "load_stats"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ def add_commands(subparsers: Any) -> None:
                     "sharded, resumable Arrow cache with per-augmentation statistics; or list the "
                     "augmentations, or preview them on one sentence.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--corpus", type=Path, help="text file, one sentence per line (UTF-8; blank lines skipped)")
+    p.add_argument("--corpus", type=Path, help="text file, one sentence per line (blank lines skipped)")
+    p.add_argument("--encoding", default="utf-8", help="the corpus file's text encoding (default: %(default)s)")
     p.add_argument("--limit", type=int, default=None, help="use only the first N non-empty lines")
     p.add_argument("--augs", default=DEFAULT_AUGS,
                    help="comma list of augmentation and/or set names, any case (default: %(default)s)")
@@ -41,6 +43,9 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument("--shard-size", type=int, default=5000,
                    help="sentences per shard, the unit of resuming (default: %(default)s)")
     p.add_argument("--overwrite", action="store_true", help="replace a cache built from other inputs in --out")
+    p.add_argument("--allow-errors", action="store_true",
+                   help="keep sentences on which an augmentation raised (a missing resource such as WordNet "
+                        "included) unchanged, instead of stopping; they are counted in stats.json")
     p.add_argument("--preview", metavar="SENTENCE", help="print what each augmentation does to SENTENCE")
     p.add_argument("--list", action="store_true", help="list augmentations, meaning labels, needs, and sets")
     p.set_defaults(func=run)
@@ -62,18 +67,19 @@ def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
     return params
 
 
-def read_corpus(path: Path, limit: int | None) -> list[str]:
+def read_corpus(path: Path, limit: int | None, encoding: str = "utf-8") -> list[str]:
     """The non-empty lines of ``path`` (stripped), at most ``limit``; refuses a file with none."""
-    if not path.is_file():
+    from augcse.textfile import read_lines
+
+    if not path.is_file() and not path.is_dir():
         raise FileNotFoundError(f"--corpus {path}: no such file")
     lines = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                lines.append(line)
-                if limit is not None and len(lines) >= limit:
-                    break
+    for line in read_lines(path, encoding):
+        line = line.strip()
+        if line:
+            lines.append(line)
+            if limit is not None and len(lines) >= limit:
+                break
     if not lines:
         raise ValueError(f"--corpus {path}: no non-empty lines to augment")
     return lines
@@ -89,8 +95,13 @@ def check_args(args: argparse.Namespace) -> None:
         return
     if args.corpus is None or args.out is None:
         raise ValueError("give --corpus and --out (or --list / --preview)")
-    if args.out.exists() and not args.out.is_dir():
-        raise ValueError(f"--out {args.out}: exists and is not a folder")
+    from augcse.outputs import check_writable
+    from augcse.textfile import check_encoding
+
+    check_encoding(args.encoding)
+    if args.corpus.is_dir():
+        raise ValueError(f"--corpus {args.corpus}: is a folder; give a text file, one sentence per line")
+    check_writable(args.out, "--out")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,15 +123,25 @@ def run(args: argparse.Namespace) -> int:
         return preview(args.preview, names, augment.validate_params(params, names), args.seed)
     names = augment.resolve_names(args.augs)
     params = augment.validate_params(params, names)
-    sentences = read_corpus(args.corpus, args.limit)
+    sentences = read_corpus(args.corpus, args.limit, args.encoding)
     try:
         augment.build_cache(sentences, names, args.out, seed=args.seed, shard_size=args.shard_size,
-                            n_process=args.n_process, params=params, overwrite=args.overwrite)
+                            n_process=args.n_process, params=params, overwrite=args.overwrite,
+                            allow_errors=args.allow_errors)
     except CacheConflict as exc:
         raise ValueError(f"--out {args.out} holds a cache built from other inputs (key {exc.key[:12]}); "
                          "choose another --out or pass --overwrite to replace it") from exc
     except augment.AugmentationError as exc:
         raise ValueError(f"{exc} (the offline sets, e.g. 8-2-aug or all-rule-based, need no model)") from exc
+    except OSError as exc:
+        from augcse.outputs import free_bytes, mib, write_failure
+
+        if write_failure(exc) is None:
+            raise
+        print(f"augcse augment: error: could not write the cache in {args.out} ({write_failure(exc)}); "
+              f"{mib(free_bytes(args.out))} free; free space and rerun the same command: finished shards are kept",
+              file=sys.stderr)
+        return 1
     print(format_stats(load_stats(args.out)))
     errors = {n: s["errors"] for n, s in load_stats(args.out).items() if s["errors"]}
     if errors:

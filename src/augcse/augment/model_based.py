@@ -4,14 +4,20 @@ RandomContextualWordAugmentation (any Hugging Face masked LM) and RandomWordEmbA
 embeddings of any Hugging Face model) run offline with local folders. DiverseParaphrase,
 Casual2Formal and BackTranslation need sequence-to-sequence checkpoints that cannot be had offline
 here: they resolve their models through :func:`augcse.assets.resolve_model` and otherwise fail with
-one clear "needs model X" error, and no offline set includes them.
+one clear "needs model X" error, and no offline set includes them. Whether the Hugging Face Hub can be
+reached is found out once per process (a 3 s connection), so a machine without network names that at once
+instead of retrying the Hub for every model.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import socket
 from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlparse
 from typing import Any, Sequence
 
 from spacy.tokens import Doc
@@ -27,11 +33,25 @@ def _load(kind: str, name: str) -> tuple[Any, Any]:
     """(tokenizer, model) for ``name``; an :class:`AugmentationError` naming the model when it cannot load."""
     try:
         return _load_cached(kind, name)
+    except AugmentationError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any load failure is "model not available"
         raise AugmentationError(
             f"needs model {name!r} ({kind}), which could not be loaded: {type(exc).__name__}: {exc}. "
             "Pass a local folder or a Hugging Face name reachable from this machine."
         ) from exc
+
+
+@lru_cache(maxsize=1)
+def hub_unreachable(timeout: float = 3.0) -> str | None:
+    """Why the Hugging Face Hub (``HF_ENDPOINT``) cannot be reached from here, or None; asked once per process."""
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return f"{host}:{port}: {exc.strerror or exc}"
+    return None
 
 
 @lru_cache(maxsize=4)
@@ -41,6 +61,10 @@ def _load_cached(kind: str, name: str) -> tuple[Any, Any]:
     from augcse.assets import resolve_model
 
     path = resolve_model(name)
+    if path == name and not Path(name).expanduser().is_dir() and (reason := hub_unreachable()) is not None:
+        raise AugmentationError(f"needs model {name!r}, which is not here, and the Hugging Face Hub cannot be reached "
+                                f"({reason}); pass a local folder, or set HF_HUB_OFFLINE=1 on a machine without "
+                                "network")
     model = getattr(transformers, kind).from_pretrained(path)
     model.eval()
     return transformers.AutoTokenizer.from_pretrained(path), model

@@ -33,6 +33,29 @@ def _table(results: dict[str, dict[str, float]], scores: dict[str, float]) -> st
     return "\n".join(lines)
 
 
+def check_save_to(run_dir: str | Path) -> None:
+    """Before the model loads: ``--save-to`` is a run folder that can be written, and its eval.json is readable."""
+    from augcse.outputs import check_writable
+
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise ValueError(f"--save-to {run_dir} is not a directory; give a training run folder")
+    check_writable(folder, "--save-to")
+    _read_eval(folder / "eval.json")
+
+
+def _read_eval(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"--save-to: {path} is not valid JSON ({err}); fix or remove it first") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"--save-to: {path} is not a JSON object of stages; fix or remove it first")
+    return saved
+
+
 def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "after",
                 versions: dict[str, Any] | None = None) -> Path:
     """Merge ``scores`` into ``RUN_DIR/eval.json`` under ``stage``, so ``augcse report``/``compare`` show them.
@@ -48,12 +71,7 @@ def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "aft
     path = Path(run_dir) / "eval.json"
     if not path.parent.is_dir():
         raise FileNotFoundError(f"--save-to: no run directory {path.parent}; give the folder that holds eval.json")
-    saved: dict = {}
-    if path.is_file():
-        try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"--save-to: {path} is not valid JSON ({err}); fix or remove it first") from None
+    saved = _read_eval(path)
     saved[stage] = with_suite_averages({**saved.get(stage, {}), **scores})
     if versions is not None:
         before = saved.get(VERSIONS_KEY, {}).get(stage, {})
@@ -137,8 +155,8 @@ def _run_cli(args: argparse.Namespace) -> int:
                              f"choose one of {', '.join(POOLERS)}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.save_to and not Path(args.save_to).is_dir():
-        raise ValueError(f"--save-to {args.save_to} is not a directory; give a training run folder")
+    if args.save_to:
+        check_save_to(args.save_to)
     if args.save_to and args.stage == VERSIONS_KEY:
         raise ValueError(f"--stage {VERSIONS_KEY}: eval.json keeps the versions under that key; name another stage")
     root = resolve_data_dir(args.data_dir)

@@ -76,6 +76,8 @@ class Recipe:
     loss: LossConfig = field(default_factory=LossConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     training: dict = field(default_factory=dict)  # SentenceTransformerTrainingArguments fields
+    skip_nonfinite_steps: int = field(default=0, metadata=NON_NEGATIVE)  # NaN/inf steps skipped before a run stops
+    keep_checkpoints: bool = False  # keep checkpoint-* after a successful run (default: only final/ stays)
 
     @property
     def run_dir(self) -> Path:

@@ -43,6 +43,13 @@ def _compare(args: argparse.Namespace) -> int:
     from augcse.report.compare import compare
 
     out = Path(args.out) if args.out else None
+    if out is not None:  # a file there, or a folder that cannot be written, is refused before any run is read
+        from augcse.outputs import check_writable
+
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--out {out}: is a file; --out names a folder for compare.md, compare.html and the "
+                             f"chart (e.g. --out {out.parent / 'comparison'})")
+        check_writable(out, "--out")
     doc = compare(args.runs, args.baseline, args.stage, figures=out / "compare" if out else None)
     if out:
         md, page = doc.write(out, "compare")

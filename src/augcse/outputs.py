@@ -1,0 +1,81 @@
+"""Where results go: an output folder is proven writable before anything loads, and a failed write is one line.
+
+A read-only or full filesystem otherwise shows up minutes later as a traceback from deep inside
+``safetensors`` or ``torch.serialization``. Every command that writes (train, encode, eval ``--save-to``,
+augment, compare) checks its output here first; a write that fails anyway is recognised by
+:func:`write_failure` and reported with the path, the space free and how to continue.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+# errors a write can meet that are about the place, not the data: the user fixes them by freeing space or
+# choosing another folder
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+# how libraries that do not raise OSError word the same faults (safetensors, torch's zip writer) -> the reason shown
+WRITE_MESSAGES = {
+    "no space left on device": "No space left on device", "read-only file system": "Read-only file system",
+    "disk quota exceeded": "Disk quota exceeded", "permission denied": "Permission denied",
+    # torch's zip writer says only that a write was cut short
+    "file write failed": "a write was cut short: the disk is probably full",
+    "unexpected pos": "a write was cut short: the disk is probably full",
+}
+
+
+def write_failure(exc: BaseException) -> str | None:
+    """The reason when ``exc`` is a failed write to a full, read-only or forbidden place; None otherwise."""
+    if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+        return exc.strerror or os.strerror(exc.errno)
+    text = str(exc).lower()
+    return next((reason for marker, reason in WRITE_MESSAGES.items() if marker in text), None)
+
+
+def free_bytes(path: Path) -> int:
+    """Free space on the filesystem holding ``path`` (or its nearest existing parent)."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def mib(size: float) -> str:
+    return f"{size / 2**20:.0f} MiB"
+
+
+def check_writable(folder: str | Path, what: str) -> Path:
+    """Prove ``folder`` can be created and written (a probe file, then removed); raises ValueError (one line) if not.
+
+    Folders created for the probe are removed again, so a command refused later has written nothing.
+
+    ``what`` names the option or recipe key the user gave the folder with, so the message says what to change.
+    """
+    folder = Path(folder).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{what} {folder}: exists and is not a folder; choose a folder")
+    probe = folder / f".augcse-write-probe-{os.getpid()}"
+    missing = [p for p in (folder, *folder.absolute().parents) if not p.exists()]  # the deepest first
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"probe")
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(f"{what} {folder}: cannot write there ({reason}); choose a writable folder") from None
+    finally:  # proven, not left behind: a command refused later writes nothing
+        for created in missing:
+            if created.is_dir():
+                created.rmdir()
+    return folder
+
+
+def check_output_file(path: str | Path, what: str) -> Path:
+    """An output file's folder is writable and the name is not a folder (never written beside it instead)."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise ValueError(f"{what} {path}: is a folder; give a file name, e.g. {path / 'embeddings.npy'}")
+    check_writable(path.parent, what)
+    return path
