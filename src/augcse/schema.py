@@ -110,7 +110,7 @@ def describe_error(exc: ValidationError, model: type[BaseModel], prefix: str = "
         return f"{subject} {key(path)!r} is required"
     if first["type"] in ("value_error", "assertion_error") or "ctx" in first and "reason" in (first["ctx"] or {}):
         message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
-        return f"{subject} {key(path)!r}: {message}"
+        return f"{subject} {key(path)!r}{' ' if message.startswith('must ') else ': '}{message}"
     # a union reports one error per arm at the same key: "an integer or a string"
     same = [e for e in errors if _path(e["loc"]) == path and e["type"] != "extra_forbidden"]
     wanted = list(dict.fromkeys(_requirement(e) for e in same))
