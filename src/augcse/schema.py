@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -24,9 +24,19 @@ class RecipeError(ValueError):
 
 
 class Section(BaseModel):
-    """A group of settings: unknown keys refused, types strict (as YAML writes them), floats finite."""
+    """A group of settings: unknown keys refused, types strict (as YAML writes them), floats finite.
+
+    Built in Python (``DataConfig(limit=0)``), a bad value is refused in the same line as in a recipe file.
+    """
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
+    key: ClassVar[str] = ""  # where the section sits in a recipe (``data``), for its messages
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise RecipeError(describe_error(exc, type(self), self.key)) from None
 
 
 # the ranges used across the project, each stated once

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import ConfigDict, Field, create_model, field_validator
 
-from augcse.loss_parameters import LOSS_PARAMETERS, LossName, loss_settings
+from augcse.loss_parameters import LossName, loss_settings
 from augcse.names import suggest
 from augcse.schema import (
-    NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError, Section,
-    describe_error, validate,
+    NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError, Section, validate,
 )
 
 RECIPE_DIR = Path(__file__).parent
@@ -34,15 +33,7 @@ __all__ = ["DEFAULT_CORPUS", "RECIPE_DIR", "DataConfig", "EvalConfig", "LossConf
 
 
 class RecipeSection(Section):
-    """A recipe section; built in Python, a bad value is refused in the same line as in a YAML file."""
-
-    key: ClassVar[str] = ""  # where the section sits in a recipe
-
-    def __init__(self, **values: Any) -> None:
-        try:
-            super().__init__(**values)
-        except ValidationError as exc:
-            raise RecipeError(describe_error(exc, type(self), self.key)) from None
+    """A section of a recipe file (the parameters of losses and views are sections too, under ``params``)."""
 
 
 class ModelConfig(RecipeSection):
