@@ -55,7 +55,7 @@ def _refuse(argv: list[str], capsys: pytest.CaptureFixture, monkeypatch: pytest.
                              "(did you mean 'mlp'?), got 'mpl'"),
     ("loss.params.margin=-1", "recipe key 'loss.params.margin' must be >= 0, got -1"),
     ("data.shuffle=1", "recipe key 'data.shuffle' must be true or false, got 1"),
-    ("data.limit='5'", "recipe key 'data.limit' must be an integer or null, got '5'"),
+    ("data.limit='5'", "recipe key 'data.limit' must be an integer, got '5'"),
 ])
 def test_a_bad_value_exits_2_in_one_line_before_any_model_loads(recipe, tmp_path, override, message, capsys,
                                                                 monkeypatch) -> None:

@@ -24,12 +24,15 @@ class RecipeError(ValueError):
 
 
 class Section(BaseModel):
-    """A group of settings: unknown keys refused, types strict (as YAML writes them), floats finite.
-
-    Built in Python (``DataConfig(limit=0)``), a bad value is refused in the same line as in a recipe file.
-    """
+    """A group of settings: unknown keys refused, types strict (as YAML writes them), floats finite."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
+
+
+class KeyedSection(Section):
+    """A section at a fixed place in a recipe: built in Python (``DataConfig(limit=0)``), a bad value is
+    refused in the same line as in a recipe file."""
+
     key: ClassVar[str] = ""  # where the section sits in a recipe (``data``), for its messages
 
     def __init__(self, **values: Any) -> None:

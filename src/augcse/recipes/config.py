@@ -19,7 +19,8 @@ from pydantic import ConfigDict, Field, create_model, field_validator
 from augcse.loss_parameters import LossName, loss_settings
 from augcse.names import suggest
 from augcse.schema import (
-    NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError, Section, validate,
+    KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError, Section,
+    validate,
 )
 
 RECIPE_DIR = Path(__file__).parent
@@ -32,7 +33,7 @@ __all__ = ["DEFAULT_CORPUS", "RECIPE_DIR", "DataConfig", "EvalConfig", "LossConf
            "RecipeError", "TrainingRanges", "builtin_recipes", "load_recipe", "parse_override", "validate_recipe"]
 
 
-class RecipeSection(Section):
+class RecipeSection(KeyedSection):
     """A section of a recipe file (the parameters of losses and views are sections too, under ``params``)."""
 
 
