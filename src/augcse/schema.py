@@ -121,7 +121,7 @@ def describe_error(exc: ValidationError, model: type[BaseModel], prefix: str = "
                 f"allowed here: {', '.join(allowed) or 'none'}")
     if first["type"] == "missing":
         return f"{subject} {key(path)!r} is required"
-    if first["type"] in ("value_error", "assertion_error") or "ctx" in first and "reason" in (first["ctx"] or {}):
+    if first["type"] in ("value_error", "assertion_error"):
         message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
         return f"{subject} {key(path)!r}{' ' if message.startswith('must ') else ': '}{message}"
     # a union reports one error per arm at the same key: "an integer or a string"
@@ -131,10 +131,9 @@ def describe_error(exc: ValidationError, model: type[BaseModel], prefix: str = "
     if first["type"] == "literal_error" and isinstance(first["input"], str):
         hint = suggest(first["input"], [a.strip("'") for a in (first.get("ctx") or {}).get("expected", "")
                                         .replace(" or ", ", ").split(", ")])
-    what = "a mapping" if not path and not prefix else key(path)
-    if what == "a mapping":
+    if not path and not prefix:  # the whole input
         return f"{subject.split()[0]} must be a mapping of keys, got {first['input']!r}"
-    return f"{subject} {what!r} must be {' or '.join(wanted)}{hint}, got {first['input']!r}"
+    return f"{subject} {key(path)!r} must be {' or '.join(wanted)}{hint}, got {first['input']!r}"
 
 
 def _path(loc: Sequence[Any]) -> list[Any]:
