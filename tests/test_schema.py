@@ -65,13 +65,13 @@ def test_a_bad_value_exits_2_in_one_line_before_any_model_loads(recipe, tmp_path
 
 
 def test_refusals_import_neither_torch_nor_sentence_transformers(tmp_path: Path) -> None:
-    """The schema and every declaration it reads are importable without torch: a bad value costs no torch import."""
+    """The schema and every declaration it reads load no torch, datasets or spaCy: a refusal costs about a second."""
     code = ("import sys\nfrom augcse.recipes.config import RecipeError, load_recipe\n"
             "for bad in ('loss.params.temperature=-1', 'loss.params.head=mpl', 'training.learning_rate=-1', "
             "'data.limit=0', 'data.views=[{name: sda, proportoin: 1}]'):\n"
             "    try:\n        load_recipe(None, 'quickstart', [bad])\n    except RecipeError:\n        pass\n"
             "    else:\n        raise SystemExit('accepted ' + bad)\n"
-            "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'spacy') if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'spacy', 'datasets') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

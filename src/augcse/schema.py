@@ -168,18 +168,24 @@ def signature_model(fn: Callable, skip: Sequence[str] = ()) -> type[Section]:
     signature into the schema, so a recipe and a Python call are checked by the same fields.
     """
     target = fn.__init__ if inspect.isclass(fn) else fn
-    try:
-        hints = get_type_hints(target, include_extras=True)
-    except Exception:  # an annotation that does not resolve (a library's forward reference): any value
-        hints = {}
     fields: dict[str, Any] = {}
     for name, param in inspect.signature(fn).parameters.items():
         if name in skip or name == "self" or param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
             continue
-        hint = hints.get(name, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[name] = (hint, default)
+        fields[name] = (_resolve(target, param.annotation), default)
     return create_model(f"{getattr(fn, '__name__', 'Parameters')}Parameters", __base__=Section, **fields)
+
+
+def _resolve(fn: Callable, annotation: Any) -> Any:
+    """One parameter's annotation as a type (the others' may name what is imported only for type checkers)."""
+    if annotation is inspect.Parameter.empty:
+        return Any
+    holder = types.SimpleNamespace(__annotations__={"value": annotation})
+    try:
+        return get_type_hints(holder, globalns=getattr(fn, "__globals__", {}), include_extras=True)["value"]
+    except Exception:  # an annotation that does not resolve here (a library's forward reference): any value
+        return Any
 
 
 def describe(hint: Any) -> str:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from datasets import Dataset
+from typing import Any, TYPE_CHECKING
 
 from augcse.names import suggest
 from augcse.schema import RecipeError, signature_model, validate
@@ -23,6 +21,9 @@ from augcse.views.base import ANCHOR, LABEL, REMOVED, VIEWS, View, ViewContext, 
 from augcse.views.cards import cards_view
 from augcse.views.generic import anchor_view, columns_view, dropout_copy_view
 from augcse.views.sda import sda_view
+
+if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
+    from datasets import Dataset
 
 
 @functools.cache

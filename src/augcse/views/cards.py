@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Literal
-
-from datasets import Dataset
+from typing import Any, Literal, TYPE_CHECKING
 
 from augcse.schema import NonNegativeInt, PositiveInt, Probability
 from augcse.views.base import ViewContext, as_anchor, cache_root, register_view, texts_of
+
+if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
+    from datasets import Dataset
 
 logger = logging.getLogger(__name__)
 

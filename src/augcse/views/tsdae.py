@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, TYPE_CHECKING
 
 import numpy as np
-from datasets import Dataset
 from pydantic import Field
 
 from augcse.views.base import ANCHOR, ViewContext, as_anchor, register_view
+
+if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
+    from datasets import Dataset
 
 
 def _outputs(params: Mapping[str, Any]) -> dict[str, Any]:
