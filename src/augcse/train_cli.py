@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from augcse.recipes.config import builtin_recipes, load_recipe
+from augcse.recipes.config import builtin_recipes, load_recipe, parse_override
 
 
 class IntermixedParser(argparse.ArgumentParser):
@@ -52,19 +52,17 @@ def _is_override(text: str, recipe_named: bool) -> bool:
 
 
 def _run_cli(args: argparse.Namespace) -> int:
-    from augcse.train import RunError, run
-
     overrides = list(args.overrides)
     source = args.recipe_file
     if source is not None and _is_override(source, args.recipe is not None):
         overrides.insert(0, source)
         source = None
     if source is None and args.recipe is None and overrides:
-        from augcse.recipes.config import parse_override
-
         for text in overrides:  # a bad override is named before the missing recipe
             parse_override(text)
     recipe = load_recipe(source, args.recipe, overrides)
+    from augcse.train import RunError, run  # after the recipe is checked: a refusal imports nothing of training
+
     try:
         result = run(recipe, args.data_dir, resume=args.resume, overwrite=args.overwrite)
     except RunError as exc:
