@@ -200,7 +200,7 @@ def _validate_report_to(report_to: str | list[str] | None) -> None:
 
 def _validate_components(recipe: Recipe) -> None:
     """What needs the registries: views against the loss's roles, task names (loads no model)."""
-    from augcse.losses import validate_loss
+    from augcse.losses import validate_loss  # torch: only once everything else is known to be right
     from augcse.views import produced_columns
 
     try:  # the loss's roles against the views' columns; every default filled in
@@ -292,7 +292,7 @@ def validate_recipe(values: dict | Recipe) -> Recipe:
     recipe = validate(Recipe, values)
     recipe.loss.params = loss_settings(recipe.loss.name, recipe.loss.params)
     validate(TrainingRanges, recipe.training, "training")
-    from augcse.views import validate_view_specs  # no torch
+    from augcse.views import validate_view_specs  # here, not at the top: `augcse train --help` stays numpy-free
 
     recipe.data.views = validate_view_specs(recipe.data.views)
     _validate_training(recipe.training)
