@@ -248,3 +248,17 @@ def test_every_registered_loss_and_view_fills_every_default() -> None:
     for name in VIEWS:
         [filled] = validate_view_specs([{"name": name, **REQUIRED_VIEW_PARAMETERS.get(name, {})}])
         assert set(filled) == {"name", *_declared(view_parameters(name))}, name
+
+
+def test_a_loss_registered_later_is_checked_like_the_others() -> None:
+    from augcse.loss_parameters import LOSS_PARAMETERS
+    from augcse.losses import LOSSES, SimCSELoss, register_loss
+
+    register_loss("simcse-copy", SimCSELoss)
+    try:
+        assert load_recipe(None, "quickstart", ["loss.name=simcse-copy"]).loss.params["head"] == "none"
+        with pytest.raises(RecipeError, match=r"^recipe key 'loss.params.temperature' must be > 0, got -1$"):
+            load_recipe(None, "quickstart", ["loss.name=simcse-copy", "loss.params.temperature=-1"])
+    finally:
+        LOSSES.pop("simcse-copy")
+        LOSS_PARAMETERS.pop("simcse-copy")

@@ -160,7 +160,7 @@ def test_second_run_without_resume_is_refused(tmp_path, tiny_model_dir, corpus):
         ("training.learnin_rate=1e-5", "unknown recipe key 'training.learnin_rate'"),
         ("training.learning_rate=-1", "must be > 0"),
         ("model.pooler=maxx", "recipe key 'model.pooler' must be one of 'cls'"),
-        ("loss.name=simclr", "recipe key 'loss.name' must be one of 'simcse'"),
+        ("loss.name=simclr", "unknown loss 'simclr'"),
         ("data.shuffle=maybe", "must be true or false"),
     ],
 )

@@ -109,7 +109,6 @@ LOSS_PARAMETERS: dict[str, type[Section] | None] = {
     "tsdae": None,
     "ct": None,
 }
-LossName = Literal[tuple(LOSS_PARAMETERS)]  # type: ignore[valid-type]
 
 
 def loss_settings(name: str, params: Mapping[str, Any] | Any, prefix: str = "loss.params", subject: str = "recipe key",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from augcse.loss_parameters import loss_settings
+from augcse.loss_parameters import LOSS_PARAMETERS, loss_settings
 from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Role, RoleError, RoleLoss, check_label_space
 from augcse.losses.cards import CARDSLoss
@@ -40,6 +40,7 @@ def register_loss(name: str, factory: Callable[..., RoleLoss]) -> None:
     if name in LOSSES:
         raise ValueError(f"loss {name!r} is registered twice")
     LOSSES[name] = factory
+    LOSS_PARAMETERS[name] = getattr(factory, "Parameters", None)  # recipes know its name and parameters
 
 
 def _pass_on_labels(name: str, params: dict[str, Any], produced: Mapping[str, Any]) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def _pass_on_labels(name: str, params: dict[str, Any], produced: Mapping[str, An
 
 
 def _parameters(name: str):
-    return LOSSES[name].Parameters
+    return getattr(LOSSES[name], "Parameters", None)
 
 
 def validate_loss(name: str, params: Mapping[str, Any], produced: Mapping[str, Any] | None = None) -> dict[str, Any]:

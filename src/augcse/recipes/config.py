@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type
 import yaml
 from pydantic import ConfigDict, Field, create_model, field_validator
 
-from augcse.loss_parameters import LossName, loss_settings
+from augcse.loss_parameters import LOSS_PARAMETERS, loss_settings
 from augcse.names import suggest
 from augcse.schema import (
     KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError, Section,
@@ -73,8 +73,16 @@ class DataConfig(RecipeSection):
 class LossConfig(RecipeSection):
     key: ClassVar[str] = "loss"
 
-    name: LossName = "simcse"  # a registered loss (see Losses)
+    name: str = "simcse"  # a registered loss (see Losses)
     params: dict[str, Any] = Field(default_factory=dict)  # the loss's keyword parameters
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in LOSS_PARAMETERS:  # the registry, not a fixed list: a loss registered later is known
+            raise ValueError(f"unknown loss {value!r}{suggest(value, LOSS_PARAMETERS)}; "
+                             f"choose one of {', '.join(LOSS_PARAMETERS)}")
+        return value
 
 
 class EvalConfig(RecipeSection):
