@@ -26,7 +26,7 @@ def write_recipe(path: Path, backbone: Path, corpus: Path, out: Path, **extra) -
         "output_dir": str(out),
         "model": {"backbone": str(backbone), "pooler": "cls", "max_seq_length": 16},
         "data": {"corpus": str(corpus), "limit": 96},
-        "loss": {"name": "simcse", "params": {"temperature": 0.05}},
+        "loss": {"name": "simcse", "params": {"temperature": 0.05, "head": "mlp"}},  # SimCSE's CLS head
         "eval": {"dev": "STSBenchmark-dev-original", "before": None, "after": "STSBenchmark-original"},
         "training": {"per_device_train_batch_size": 8, "max_steps": 8, "eval_steps": 4, "logging_steps": 1,
                      "learning_rate": 1e-3},
