@@ -84,6 +84,7 @@ def tiny_cls_recipe(tmp_path: Path, tiny_model_dir: Path, data_dir: Path, name: 
         "name": name, "output_dir": str(tmp_path / "runs"),
         "model": {"backbone": str(tiny_model_dir), "pooler": "cls", "max_seq_length": 16},
         "data": {"corpus": str(corpus), "limit": 32}, "eval": eval_,
+        "loss": {"name": "simcse", "params": {"head": "mlp"}},  # the head is the loss's, named where wanted
         "training": {"per_device_train_batch_size": 8, "logging_steps": 1, **training},
     }))
     return recipe

@@ -180,11 +180,11 @@ def test_tsdae_noise_deletes_words_reproducibly():
 
 @pytest.mark.parametrize("overrides, message", [
     (["loss.name=tsdae"], "reads the role 'noisy' but the dataset has no such column"),
-    (["loss.name=tsdae", "data.views=[{name: tsdae_noise, del_ratio: 1.5}]"], "del_ratio must be in [0, 1)"),
-    (["loss.name=ct", "loss.params={scale: big}"], "'loss.params.scale' must be float"),
-    (["loss.name=ct", "loss.params={similarity_fct: dot}"], "'loss.params.similarity_fct': unknown parameter"),
+    (["loss.name=tsdae", "data.views=[{name: tsdae_noise, del_ratio: 1.5}]"], "recipe key 'data.views[0].del_ratio' must be < 1, got 1.5"),
+    (["loss.name=ct", "loss.params={scale: big}"], "recipe key 'loss.params.scale' must be a number, got 'big'"),
+    (["loss.name=ct", "loss.params={similarity_fct: dot}"], "unknown recipe key 'loss.params.similarity_fct'"),
     (["loss.name=tsdae", "data.views=[{name: tsdae_noise}]", "loss.params={tie_encoder_decoder: 1}"],
-     "'loss.params.tie_encoder_decoder' must be bool"),
+     "recipe key 'loss.params.tie_encoder_decoder' must be true or false, got 1"),
     (["loss.name=tsdea"], "did you mean 'tsdae'"),
 ])
 def test_bad_peer_settings_are_refused_at_load(overrides, message):

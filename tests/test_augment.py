@@ -93,7 +93,7 @@ def test_sets():
 
 
 def test_unknown_parameter_is_an_error():
-    with pytest.raises(ValueError, match="unknown parameter"):
+    with pytest.raises(ValueError, match="unknown RandomSwap parameter 'rate'"):
         augment.get("RandomSwap", rate=0.3)
     with pytest.raises(ValueError, match="variant"):
         augment.get("Negation", variant="typo")

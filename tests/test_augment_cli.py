@@ -20,17 +20,17 @@ def corpus(tmp_path):
 
 
 BAD = [
-    (["--param", "RandomSwap.p=lots"], "RandomSwap.p='lots': must be a number"),
-    (["--param", "RandomSwap.p=1.5"], "must be in [0, 1]"),
-    (["--param", "RandomSwap.aug_max=0"], "must be >= 1"),
+    (["--param", "RandomSwap.p=lots"], "RandomSwap parameter 'p' must be a number, got 'lots'"),
+    (["--param", "RandomSwap.p=1.5"], "RandomSwap parameter 'p' must be <= 1, got 1.5"),
+    (["--param", "RandomSwap.aug_max=0"], "RandomSwap parameter 'aug_max' must be > 0, got 0"),
     (["--param", "RandomSwap.aug_max=2.5"], "must be an integer"),
-    (["--param", "RandomSwap.q=0.2"], "unknown parameter(s) q"),
+    (["--param", "RandomSwap.q=0.2"], "unknown RandomSwap parameter 'q'; allowed here: p, aug_min, aug_max"),
     (["--param", "RandomSwp.p=0.2"], "did you mean RandomSwap?"),
     (["--param", "SwitchCase.p=0.2"], "not among the selected augmentations"),
     (["--param", "RandomSwap.p"], "expected NAME.KEY=VALUE"),
     (["--augs", "RandomSwap,ContractionExpansions", "--param", "ContractionExpansions.p=0.1"],
-     "unknown parameter(s) p"),
-    (["--augs", "sda", "--param", "PunctuationInsertion.variant=book"], "must be one of code, paper"),
+     "unknown ContractionExpansions parameter 'p'; allowed here: none"),
+    (["--augs", "sda", "--param", "PunctuationInsertion.variant=book"], "PunctuationInsertion parameter 'variant' must be one of 'code', 'paper', got 'book'"),
     (["--augs", "RandomSwop"], "did you mean RandomSwap?"),
     (["--augs", "8-2-agu"], "did you mean 8-2-aug?"),
     (["--augs", ","], "no augmentation named"),

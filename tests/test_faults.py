@@ -34,7 +34,7 @@ def write_recipe(tmp_path: Path, backbone: Path, data_dir: Path, out: str, **tra
         "name": "run", "seed": 3, "output_dir": str(tmp_path / out),
         "model": {"backbone": str(backbone), "pooler": "cls", "max_seq_length": 16},
         "data": {"corpus": str(tmp_path / "corpus.txt"), "limit": 96},
-        "loss": {"name": "simcse"},
+        "loss": {"name": "simcse", "params": {"head": "mlp"}},  # SimCSE's CLS head, named (the pooler does not pick it)
         "eval": {"dev": None, "before": None, "after": None},
         "training": {"per_device_train_batch_size": 8, "max_steps": STEPS, "save_steps": 2, "logging_steps": 1,
                      "learning_rate": 1e-3, **training},

@@ -132,6 +132,6 @@ def test_recipes_leave_symmetry_to_the_variant(recipe):
 
     negative = ["loss.params.variant=negative", "data.views[0].label_column=null"]  # Eq. 1 reads no label
     params = load_recipe(name=recipe, overrides=negative).loss.params
-    assert params.get("symmetric", VARIANTS[params["variant"]].symmetric) is False
+    assert params["symmetric"] is None and VARIANTS[params["variant"]].symmetric is False  # null: the variant's
     params = load_recipe(name=recipe).loss.params
-    assert params.get("symmetric", VARIANTS[params["variant"]].symmetric) is True
+    assert params["symmetric"] is None and VARIANTS[params["variant"]].symmetric is True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -25,11 +24,11 @@ def test_recipes_md_is_up_to_date(generated: str) -> None:
 
 @pytest.mark.parametrize("cls", [Recipe, ModelConfig, DataConfig, LossConfig, EvalConfig])
 def test_every_recipe_key_says_what_it_means(cls: type) -> None:
-    from typing import get_type_hints
+    from augcse.recipes.config import RecipeSection
 
-    comments, hints = reference.field_comments(cls), get_type_hints(cls)
-    undocumented = [f.name for f in dataclasses.fields(cls)
-                    if not comments.get(f.name) and not dataclasses.is_dataclass(hints[f.name])]  # sections
+    comments = reference.field_comments(cls)
+    undocumented = [name for name, f in cls.model_fields.items() if not comments.get(name)
+                    and not (isinstance(f.annotation, type) and issubclass(f.annotation, RecipeSection))]  # sections
     assert not undocumented, f"{cls.__name__}: add a comment to {undocumented} in recipes/config.py"
 
 
@@ -49,9 +48,13 @@ def test_every_registered_name_is_in_the_reference(generated: str) -> None:
 
 
 def test_a_newly_registered_loss_and_view_appear_with_their_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    from augcse.loss_parameters import SimCSEParameters
     from augcse.losses import LOSSES, SimCSELoss
     from augcse.views import VIEWS
     from augcse.views.base import View
+
+    class ToyParameters(SimCSEParameters):
+        margin: float = 0.25
 
     class ToyLoss(SimCSELoss):
         """A toy loss.
@@ -61,8 +64,7 @@ def test_a_newly_registered_loss_and_view_appear_with_their_parameters(monkeypat
             margin: how far apart, in cosine.
         """
 
-        def __init__(self, model, margin: float = 0.25, temperature: float = 0.05) -> None:
-            super().__init__(model, temperature)
+        Parameters = ToyParameters
 
     def toy_view(dataset, context, width: int = 3) -> None:
         """A toy view.

@@ -25,7 +25,7 @@ def test_tiny_run_logs_to_tensorboard_and_writes_a_complete_card(tmp_path: Path,
         "name": "tb", "seed": 3, "output_dir": str(tmp_path / "runs"),
         "model": {"backbone": str(tiny_model_dir), "pooler": "cls", "max_seq_length": 16},
         "data": {"corpus": str(corpus), "limit": 32},
-        "loss": {"name": "simcse", "params": {"temperature": 0.05}},
+        "loss": {"name": "simcse", "params": {"temperature": 0.05, "head": "mlp"}},  # SimCSE's CLS head
         "eval": {"dev": None, "before": None, "after": "STSBenchmark-original"},
         "training": {"per_device_train_batch_size": 8, "max_steps": 4, "logging_steps": 1,
                      "report_to": ["tensorboard"], "save_strategy": "no"},

@@ -27,7 +27,7 @@ def write_recipe(path: Path, backbone: Path, corpus: Path, out: Path, **extra) -
         "output_dir": str(out),
         "model": {"backbone": str(backbone), "pooler": "cls", "max_seq_length": 16},
         "data": {"corpus": str(corpus), "limit": 96},
-        "loss": {"name": "simcse", "params": {"temperature": 0.05}},
+        "loss": {"name": "simcse", "params": {"temperature": 0.05, "head": "mlp"}},  # SimCSE's CLS head
         "eval": {"dev": "STSBenchmark-dev-original", "before": None, "after": "STSBenchmark-original"},
         "training": {"per_device_train_batch_size": 8, "max_steps": 8, "eval_steps": 4, "logging_steps": 1,
                      "learning_rate": 1e-3},
@@ -164,7 +164,7 @@ def test_second_run_without_resume_is_refused(tmp_path, tiny_model_dir, corpus):
         ("data.limt=5", "unknown recipe key 'data.limt'"),
         ("training.learnin_rate=1e-5", "unknown recipe key 'training.learnin_rate'"),
         ("training.learning_rate=-1", "must be > 0"),
-        ("model.pooler=maxx", "unknown pooler 'maxx'"),
+        ("model.pooler=maxx", "recipe key 'model.pooler' must be one of 'cls'"),
         ("loss.name=simclr", "unknown loss 'simclr'"),
         ("data.shuffle=maybe", "must be true or false"),
     ],

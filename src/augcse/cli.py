@@ -28,7 +28,7 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
-    "train": Command("augcse.train", "train from a recipe (YAML file or --recipe NAME)"),
+    "train": Command("augcse.train_cli", "train from a recipe (YAML file or --recipe NAME)"),
     "eval": Command("augcse.evaluation.cli", "evaluate a model (STS, transfer, clustering, intent…)"),
     "encode": Command("augcse.encode", "embed sentences (one per line) with a model folder or name"),
     "augment": Command("augcse.augment.cli", "augment a corpus once and cache it (or --list / --preview)"),

@@ -10,7 +10,6 @@ the run with the last good checkpoint named and no ``final/`` written.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -23,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from augcse.assets import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
-from augcse.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, builtin_recipes, load_recipe
 from augcse.outputs import check_writable, free_bytes, mib, write_failure
+from augcse.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, validate_recipe
 from augcse.rundir import FINISHED, RECIPE as RECIPE_FILE, RunFolder, checkpoint_step, checkpoints, latest_checkpoint
 
 if TYPE_CHECKING:  # the guard imports torch: not at start-up (``augcse train --help`` stays light)
@@ -104,23 +103,14 @@ def default_tasks(data_dir: Path | None) -> dict[str, str]:
 
 
 def build_loss(recipe: Recipe, model):
-    """The recipe's loss from the registry; a loss with a ``head`` argument defaults to the pooler's head."""
-    import inspect
+    """The recipe's loss from the registry, with the recipe's parameters as they are.
 
+    One rule for the head (and every other parameter): the loss's own declared default stands unless the
+    recipe names a value; the pooler never changes it. A validated recipe lists every value it trains with.
+    """
     from augcse.losses import LOSSES
-    from augcse.modules import POOLERS
 
-    factory = LOSSES[recipe.loss.name]
-    params = dict(recipe.loss.params)
-    accepts = inspect.signature(factory).parameters
-    if "head" in accepts and "head" not in params and recipe.model.pooler is not None:
-        params["head"] = POOLERS[recipe.model.pooler].default_head
-    unknown = sorted(set(params) - set(accepts)) if not any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in accepts.values()) else []
-    if unknown:
-        raise RecipeError(f"unknown recipe key 'loss.params.{unknown[0]}' for loss {recipe.loss.name!r}; "
-                          f"allowed: {', '.join(k for k in accepts if k != 'model')}")
-    return factory(model, **params)
+    return LOSSES[recipe.loss.name](model, **recipe.loss.params)
 
 
 def _has_accelerator() -> bool:
@@ -240,8 +230,10 @@ def total_steps(recipe: Recipe, rows: int) -> int:
 def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False, overwrite: bool = False) -> dict:
     """Train ``recipe`` end to end; returns the run summary (also written to ``run_dir/summary.json``).
 
-    The process with rank 0 claims the run folder (see :mod:`augcse.rundir`) for the whole run.
+    The process with rank 0 claims the run folder (see :mod:`augcse.rundir`) for the whole run. The recipe
+    is validated first (one line, exit 2 from the CLI), whether it came from a file or was built in Python.
     """
+    recipe = validate_recipe(recipe)
     root = resolve_data_dir(data_dir)
     corpus_path = check_inputs(recipe, root)
     folder = RunFolder(recipe.run_dir)
@@ -549,36 +541,6 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
         logger.warning("%d non-finite step(s) were skipped: %s", len(guard.skipped), guard.skipped)
     return finish(recipe, setup, trainer, root, corpus_path, scores,
                   lambda: earlier + time.perf_counter() - started)
-
-# --------------------------------------------------------------------------- CLI
-
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("train", help="train from a recipe (YAML file or --recipe NAME)",
-                                   description="Train from a recipe; key=value arguments override recipe keys.")
-    parser.add_argument("recipe_file", nargs="?", help="recipe YAML file")
-    parser.add_argument("--recipe", help=f"built-in recipe name ({', '.join(builtin_recipes())})")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. training.learning_rate=1e-5 name=myrun")
-    parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA, else the embedded defaults)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue an unfinished run from its newest complete checkpoint (same recipe only)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="empty the run folder first: replaces a finished or unfinished run of the same name")
-    parser.set_defaults(func=_run_cli)
-
-
-def _run_cli(args: argparse.Namespace) -> int:
-    overrides = list(args.overrides)
-    source = args.recipe_file
-    if source is not None and "=" in source:  # ``augcse train --recipe x key=value`` puts the first override here
-        overrides.insert(0, source)
-        source = None
-    recipe = load_recipe(source, args.recipe, overrides)
-    try:
-        result = run(recipe, args.data_dir, resume=args.resume, overwrite=args.overwrite)
-    except RunError as exc:
-        print(f"augcse train: error: {exc}", file=sys.stderr)
-        return 1
-    return 130 if result.get("stopped") else 0
 
 
 if __name__ == "__main__":  # ``python -m augcse.train`` for torchrun/accelerate launch

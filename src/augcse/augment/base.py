@@ -9,13 +9,17 @@ on batch order, process count or any global random state.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import importlib
 import random
 from enum import Enum
-from typing import Any, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar, Iterable, Literal, Sequence
 
+from pydantic import create_model
 from spacy.tokens import Doc
+
+from augcse.schema import NonNegativeInt, PositiveInt, Probability, Section, validate
 
 
 class Meaning(str, Enum):
@@ -64,14 +68,8 @@ class Augmentation:
     choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
 
     def __init__(self, **params: Any) -> None:
-        unknown = set(params) - set(self.defaults)
-        if unknown:
-            known = ", ".join(sorted(self.defaults)) or "none"
-            raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(sorted(unknown))}"
-                             f"{did_you_mean(sorted(unknown)[0], self.defaults)}; its parameters: {known}")
-        self.params: dict[str, Any] = {**self.defaults, **params}
-        for key, value in params.items():
-            check_param(self.name, key, value, self.defaults[key], self.choices.get(key))
+        self.params: dict[str, Any] = validate(parameters_of(type(self)), params,
+                                               subject=f"{self.name} parameter").model_dump()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.params.items())})"
@@ -124,34 +122,29 @@ class Augmentation:
         return out, errors
 
 
-# Ranges of the numeric parameters shared by several augmentations (rates in [0, 1], counts from 1).
-PARAM_RANGES: dict[str, tuple[float, float]] = {
-    "p": (0.0, 1.0), "dup_rate": (0.0, 1.0), "aug_min": (0, float("inf")), "aug_max": (1, float("inf")),
-    "top_k": (1, float("inf")), "batch_size": (1, float("inf")), "candidates": (1, float("inf")),
+# The types of the parameters several augmentations share, by name (rates in [0, 1], counts from 1); any
+# other parameter has its default's type, and one listed in ``choices`` is one of them.
+SHARED_PARAMETERS: dict[str, Any] = {
+    "p": Probability, "dup_rate": Probability, "aug_min": NonNegativeInt, "aug_max": PositiveInt,
+    "top_k": PositiveInt, "batch_size": PositiveInt, "candidates": PositiveInt,
 }
 
 
-def check_param(aug: str, key: str, value: Any, default: Any, allowed: tuple[Any, ...] | None = None) -> None:
-    """Refuse a parameter value of the wrong type, outside its range, or not among its choices."""
-    where = f"{aug}.{key}={value!r}"
-    if allowed is not None:
-        if value not in allowed:
-            raise ValueError(f"{where}: must be one of {', '.join(map(str, allowed))}")
-        return
-    if isinstance(default, bool) or default is None:
-        expected: tuple[type, ...] = (bool,) if isinstance(default, bool) else (str, type(None))
-    elif isinstance(default, (int, float)):
-        expected = (int,) if isinstance(default, int) else (int, float)
-    else:
-        expected = (type(default),)
-    if not isinstance(value, expected) or isinstance(value, bool) and bool not in expected:
-        kind = "an integer" if expected == (int,) else "a number" if float in expected else \
-            "true or false" if expected == (bool,) else "a string"
-        raise ValueError(f"{where}: must be {kind}")
-    low, high = PARAM_RANGES.get(key, (None, None))
-    if low is not None and not low <= value <= high:
-        span = f"in [{low:g}, {high:g}]" if high != float("inf") else f">= {low:g}"
-        raise ValueError(f"{where}: must be {span}")
+@functools.cache
+def parameters_of(cls: type[Augmentation]) -> type[Section]:
+    """An augmentation's parameters as a schema section, from its ``defaults`` and ``choices``."""
+    fields: dict[str, Any] = {}
+    for key, default in cls.defaults.items():
+        if key in cls.choices:
+            hint: Any = Literal[tuple(cls.choices[key])]
+        elif key in SHARED_PARAMETERS:
+            hint = SHARED_PARAMETERS[key]
+        elif default is None:
+            hint = str | None
+        else:
+            hint = type(default)
+        fields[key] = (hint, default)
+    return create_model(f"{cls.__name__}Parameters", __base__=Section, **fields)
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:

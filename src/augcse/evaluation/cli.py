@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+STAGES = ("before", "after")  # the stages of a run's eval.json (augcse report and compare read them)
 # secondary metrics printed beside the main score and saved by --save-to as "task/metric"
 DETAIL_METRICS = ("mean", "wmean", "nmi", "5shot", "10shot", "20shot", "alignment")
 
@@ -123,13 +124,26 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--list", action="store_true", help="list tasks and suites and exit")
     parser.add_argument("--save-to", metavar="RUN_DIR", default=None,
                         help="merge the scores into RUN_DIR/eval.json (for augcse report / compare)")
-    parser.add_argument("--stage", default="after", help="eval.json stage for --save-to (default: after)")
+    parser.add_argument("--stage", default="after", help=f"eval.json stage for --save-to: {' or '.join(STAGES)} "
+                                                         "(default: after)")
     parser.set_defaults(func=_run_cli)
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """The options that can be wrong on their own, refused in one line before anything loads."""
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads {args.threads}: must be a positive integer (1 suits a shared machine)")
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size {args.batch_size}: must be a positive integer")
+    if args.stage not in STAGES:
+        raise ValueError(f"--stage {args.stage}: must be {' or '.join(STAGES)}")
 
 
 def _run_cli(args: argparse.Namespace) -> int:
     from augcse.evaluation.tasks import resolve_tasks, variant_of  # not for --help
     from augcse.evaluation.versions import VERSIONS_KEY, versions
+
+    _check_arguments(args)
 
     if args.list:
         print(task_listing())

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from augcse.loss_parameters import LOSS_PARAMETERS, loss_settings
 from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Role, RoleError, RoleLoss, check_label_space
 from augcse.losses.cards import CARDSLoss
@@ -39,12 +40,13 @@ def register_loss(name: str, factory: Callable[..., RoleLoss]) -> None:
     if name in LOSSES:
         raise ValueError(f"loss {name!r} is registered twice")
     LOSSES[name] = factory
+    LOSS_PARAMETERS[name] = getattr(factory, "Parameters", None)  # recipes know its name and parameters
 
 
 def _pass_on_labels(name: str, params: dict[str, Any], produced: Mapping[str, Any]) -> dict[str, Any]:
     label = produced.get(LABEL)
     key = LABEL_PARAMETERS.get(name)
-    if key and key not in params and isinstance(label, Mapping) and label.get("spec") is not None:
+    if key and params.get(key) is None and isinstance(label, Mapping) and label.get("spec") is not None:
         params = {**params, key: label["spec"]}
     if name == "composite" and isinstance(params.get("terms"), list):
         terms = [{**t, "params": _pass_on_labels(t["loss"], dict(t.get("params") or {}), produced)}
@@ -53,29 +55,27 @@ def _pass_on_labels(name: str, params: dict[str, Any], produced: Mapping[str, An
     return params
 
 
+def _parameters(name: str):
+    return getattr(LOSSES[name], "Parameters", None)
+
+
 def validate_loss(name: str, params: Mapping[str, Any], produced: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Check a recipe's loss against its parameters' signature and the columns the views will write.
+    """Check a recipe's loss against its declared parameters and the columns the views will write.
 
     ``produced``: column → ``None`` (text) or ``{size, names, spec}`` (a label column), as
     :func:`augcse.views.produced_columns` gives it; ``None`` skips the column checks. Returns the
-    parameters with the view's label set passed on where the recipe leaves it out. Raises a
-    one-line ``ValueError`` (:class:`~augcse.signatures.ParameterError` or :class:`RoleError`).
+    parameters with every default filled in and the view's label set passed on where the recipe leaves
+    it out. Raises a one-line ``ValueError`` (:class:`~augcse.schema.RecipeError` or :class:`RoleError`).
     """
-    from augcse.losses.heads import HEADS
-    from augcse.signatures import ParameterError, check_params, suggest
+    from augcse.schema import RecipeError
 
-    if name not in LOSSES:
-        raise ParameterError(f"recipe key 'loss.name': unknown loss {name!r}{suggest(name, list(LOSSES))}")
-    factory = LOSSES[name]
+    factory = LOSSES[name]  # the name was checked by the recipe schema
     params = _pass_on_labels(name, dict(params), produced or {})
-    filled = check_params(factory, params, "loss.params", skip=("model",))
-    head = filled.get("head")
-    if head is not None and head not in HEADS:
-        raise ParameterError(f"recipe key 'loss.params.head': unknown head {head!r}{suggest(head, list(HEADS))}")
+    filled = loss_settings(name, params, lookup=_parameters)
     try:
         contract = factory.contract_for(filled)
     except (ValueError, KeyError) as exc:
-        raise ParameterError(f"recipe key 'loss.params': {exc}") from None
+        raise RecipeError(f"recipe key 'loss.params': {exc}") from None
     if produced is not None:
         columns = [c for c in produced if c != LABEL]
         contract.assign(columns, LABEL in produced, f"loss {name!r}")
@@ -83,7 +83,7 @@ def validate_loss(name: str, params: Mapping[str, Any], produced: Mapping[str, A
         if contract.labels is not None and isinstance(label, Mapping):
             check_label_space(contract.labels, LabelSpace(label["size"], label.get("names"), label.get("spec")),
                               f"loss {name!r}")
-    return params
+    return filled
 
 
 def bind_dataset(loss: RoleLoss, dataset) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from augcse.loss_parameters import AugCSEParameters
 from augcse.losses.base import Contract, ContrastiveLoss, LabelSpace, Role
 from augcse.losses.grl import GradientReversal
 from augcse.losses.infonce import KeyBlock, contrast
@@ -41,7 +42,6 @@ VARIANTS: dict[str, Variant] = {
     "none": Variant("augmented", None),
     "negative": Variant("dropout", None, augmentation_as_negative=True, symmetric=False),
 }
-VariantName = Literal["augcse", "bool", "positive", "none", "negative"]
 
 
 def label_space(augmentations: int | str | Sequence[str]) -> LabelSpace:
@@ -66,8 +66,6 @@ class AugmentationDiscriminator(nn.Module):
     def __init__(self, input_dim: int, num_labels: int, num_layers: int = 2, dropout: float = 0.2,
                  output_tanh: bool = True) -> None:
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"the discriminator needs at least one layer, got num_layers={num_layers}")
         sizes = [input_dim] + [2 * input_dim] * (num_layers - 1) + [num_labels]
         layers: list[nn.Module] = []
         for index, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:])):
@@ -155,38 +153,25 @@ class AugCSELoss(ContrastiveLoss):
             SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
-    def __init__(
-        self,
-        model,
-        augmentations: int | str | list[str] | None = None,
-        variant: VariantName = "augcse",
-        discriminator_weight: float = 0.005,
-        grl_alpha: float = -1.0,
-        temperature: float = 0.05,
-        head: str | None = "bn",
-        symmetric: bool | None = None,
-        discriminator_layers: int = 2,
-        discriminator_dropout: float = 0.2,
-        discriminator_output_tanh: bool = True,
-        hard_negative_weight: float = 0.0,
-        gather_across_devices: bool = True,
-    ) -> None:
-        super().__init__(model, temperature, head, gather_across_devices)
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown AugCSE variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    Parameters = AugCSEParameters
+
+    def __init__(self, model, **params: Any) -> None:
+        super().__init__(model, **params)
+        config = self.config
+        variant, augmentations = config.variant, config.augmentations
         self.variant_name = variant
         self.variant = VARIANTS[variant]
         if augmentations is None and self.variant.discriminator is not None:
             raise ValueError("AugCSE needs its augmentation set (augmentations=…, the one the view drew from)")
         self.augmentations = augmentations
         self.num_labels = label_space(augmentations).size if augmentations is not None else 0  # 0: no labels read
-        self.discriminator_weight = float(discriminator_weight)
-        self.grl_alpha = float(grl_alpha)
-        self.symmetric = self.variant.symmetric if symmetric is None else symmetric
-        self.hard_negative_weight = float(hard_negative_weight)
-        self.discriminator_options = dict(num_layers=discriminator_layers, dropout=discriminator_dropout,
-                                          output_tanh=discriminator_output_tanh)
-        self.reversal = GradientReversal(grl_alpha)
+        self.discriminator_weight = float(config.discriminator_weight)
+        self.grl_alpha = float(config.grl_alpha)
+        self.symmetric = self.variant.symmetric if config.symmetric is None else config.symmetric
+        self.hard_negative_weight = float(config.hard_negative_weight)
+        self.discriminator_options = dict(num_layers=config.discriminator_layers, dropout=config.discriminator_dropout,
+                                          output_tanh=config.discriminator_output_tanh)
+        self.reversal = GradientReversal(config.grl_alpha)
         self.discriminator: nn.Module | None = None
         if self.variant.discriminator is not None:
             classes = 2 if self.variant.discriminator == "bool" else self.num_labels

@@ -16,17 +16,20 @@ The contract (see ``docs/METHODS-IMPLEMENTATION.md``):
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from sentence_transformers.base.losses.merged_forward import embed_columns
 
+from augcse.loss_parameters import ContrastiveParameters
 from augcse.losses.heads import build_head
+from augcse.schema import Section, validate
 
 DROPOUT_COPY = "~"
 LABEL = "label"  # the column sentence-transformers hands to a loss as ``labels``
@@ -132,10 +135,24 @@ class RoleLoss(nn.Module):
     components; the trainer sums and logs them.
     """
 
+    Parameters: ClassVar[type[Section] | None] = None  # the declared settings (augcse.loss_parameters)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """The constructor's signature is the declared parameters: one declaration for help, docs and checks."""
+        super().__init_subclass__(**kwargs)
+        if "Parameters" in cls.__dict__ and cls.Parameters is not None:
+            model = inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            declared = inspect.signature(cls.Parameters).parameters.values()
+            cls.__signature__ = inspect.Signature([model, *declared])
+
     def __init__(self, model) -> None:
         super().__init__()
         self.model = model
         self.layout: list[str] | None = None  # the dataset's text columns, set by bind()
+
+    def settings(self, params: Mapping[str, Any]) -> Any:
+        """``params`` validated by :attr:`Parameters`; one line naming the parameter otherwise."""
+        return validate(self.Parameters, params, subject=f"{type(self).__name__} parameter")
 
     @classmethod
     def contract_for(cls, params: Mapping[str, Any]) -> Contract:
@@ -201,14 +218,15 @@ class ContrastiveLoss(RoleLoss):
         gather_across_devices: gather in-batch keys across processes (with gradients).
     """
 
-    def __init__(self, model, temperature: float = 0.05, head: str | None = "none", gather_across_devices: bool = True):
+    Parameters = ContrastiveParameters
+
+    def __init__(self, model, **params: Any) -> None:
         super().__init__(model)
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        self.temperature = float(temperature)
-        self.head_name = head or "none"
+        self.config = self.settings(params)
+        self.temperature = float(self.config.temperature)
+        self.head_name = self.config.head or "none"
         self.head = build_head(self.head_name, model.get_embedding_dimension())
-        self.gather_across_devices = gather_across_devices
+        self.gather_across_devices = self.config.gather_across_devices
 
     def apply_head(self, views: Sequence[Tensor]) -> list[Tensor]:
         """The train-only head over all views at once (batch-norm statistics cover the whole batch),

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from augcse.loss_parameters import CARDSParameters
 from augcse.losses.base import Contract, ContrastiveLoss, Role
 from augcse.losses.infonce import KeyBlock, contrast
 
@@ -86,16 +87,15 @@ class CARDSLoss(ContrastiveLoss):
             SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
-    def __init__(self, model, temperature: float = 0.05, head: str | None = "mlp", mask_own_text: bool = True,
-                 symmetric: bool = False, gather_across_devices: bool = True) -> None:
-        super().__init__(model, temperature, head, gather_across_devices)
-        self.mask_own_text = mask_own_text
-        self.symmetric = symmetric
+    Parameters = CARDSParameters
+
+    def __init__(self, model, **params: Any) -> None:
+        super().__init__(model, **params)
+        self.mask_own_text = self.config.mask_own_text
+        self.symmetric = self.config.symmetric
 
     @classmethod
     def contract_for(cls, params: Mapping[str, Any]) -> Contract:
-        if params.get("symmetric") and params.get("mask_own_text", True):
-            raise ValueError("CARDS: the symmetric form has no own-text mask; set mask_own_text: false with symmetric: true")
         return Contract((Role("anchor"), Role("positive", required=False, fallback="~anchor"),
                          Role("retrieved", required=False, many=True)), default=("anchor", "positive", "retrieved"))
 

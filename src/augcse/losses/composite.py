@@ -15,11 +15,10 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from augcse.loss_parameters import CompositeParameters, loss_settings
 from augcse.losses.base import (
     DROPOUT_COPY, LABEL, Contract, Role, RoleError, RoleLoss, by_role, check_label_space, embed_sources,
 )
-
-TERM_KEYS = ("loss", "name", "weight", "inputs", "params")
 
 
 def _registry() -> dict:
@@ -28,17 +27,9 @@ def _registry() -> dict:
     return LOSSES
 
 
-def _check_term(spec: Any) -> dict[str, Any]:
-    if not isinstance(spec, dict) or "loss" not in spec or set(spec) - set(TERM_KEYS):
-        raise ValueError(f"composite term {spec!r}: needs 'loss'; allowed keys: {', '.join(TERM_KEYS)}")
-    losses = _registry()
-    if spec["loss"] not in losses or spec["loss"] == "composite":
-        raise ValueError(f"composite term: unknown loss {spec['loss']!r}; choose one of "
-                         f"{', '.join(n for n in losses if n != 'composite')}")
-    if not isinstance(spec.get("inputs", {}), dict):
-        raise ValueError(f"composite term {spec['loss']!r}: 'inputs' maps roles onto columns, e.g. "
-                         "{positive: '~anchor'}")
-    return spec
+def _parameters(name: str):
+    """A term loss's declared parameters (the registered class's, so the library's losses are covered)."""
+    return _registry()[name].Parameters
 
 
 def term_sources(contract: Contract, inputs: Mapping[str, Any], columns: Sequence[str], who: str) -> dict[str, list[str]]:
@@ -104,25 +95,22 @@ class CompositeLoss(RoleLoss):
             loss.bind(["anchor", "positive", "negation", "retrieved"])
     """
 
-    def __init__(self, model, terms: list[dict], columns: list[str] | None = None) -> None:
+    Parameters = CompositeParameters
+
+    def __init__(self, model, **params: Any) -> None:
         super().__init__(model)
-        if not terms:
-            raise ValueError("a composite loss needs at least one term")
+        config = loss_settings("composite", params, "", f"{type(self).__name__} parameter", _parameters)
+        columns = config["columns"]
         self.terms = nn.ModuleDict()
         self.specs: list[dict[str, Any]] = []
-        for spec in terms:
-            _check_term(spec)
-            name = spec.get("name", spec["loss"])
-            if name in self.terms:
-                raise ValueError(f"composite term name {name!r} is used twice; give each a distinct 'name'")
-            term = _registry()[spec["loss"]](model, **spec.get("params", {}))
+        for spec in config["terms"]:
+            term = _registry()[spec["loss"]](model, **spec["params"])
             term._modules.pop("model", None)  # share the model without registering (and saving) it per term
             term.__dict__["model"] = model
-            self.terms[name] = term
-            self.specs.append({"name": name, "loss": spec["loss"], "weight": float(spec.get("weight", 1.0)),
-                               "inputs": dict(spec.get("inputs", {})), "params": dict(spec.get("params", {}))})
+            self.terms[spec["name"]] = term
+            self.specs.append({**spec, "weight": float(spec["weight"])})
         self.initial_columns = list(columns) if columns is not None else None
-        self.contract = self.contract_for({"terms": terms, "columns": columns})
+        self.contract = self.contract_for(config)
         if columns is not None:  # text columns; the label column goes with them when a term reads it
             self.bind([*columns, *([LABEL] if self.contract.labels is not None else [])])
 
@@ -133,14 +121,11 @@ class CompositeLoss(RoleLoss):
         losses = _registry()
         roles: dict[str, Role] = {}
         labels = None
-        for spec in params.get("terms") or []:
-            _check_term(spec)
+        for index, spec in enumerate(params.get("terms") or []):
             factory = losses[spec["loss"]]
-            from augcse.signatures import check_params
-
-            term_params = check_params(factory, spec.get("params", {}), f"loss.params.terms[{spec['loss']}].params",
-                                       skip=("model",))
-            contract = factory.contract_for(term_params)
+            where = f"loss.params.terms[{index}].params"
+            contract = factory.contract_for(loss_settings(spec["loss"], spec.get("params") or {}, where,
+                                                          lookup=_parameters))
             inputs = spec.get("inputs", {})
             for role in contract.roles:
                 given = inputs.get(role.name)
@@ -154,7 +139,7 @@ class CompositeLoss(RoleLoss):
                                          many or bool(previous and previous.many))
             if contract.labels is not None:
                 if labels is not None:
-                    check_label_space(labels, contract.labels, f"composite term {spec['loss']!r}")
+                    check_label_space(labels, contract.labels, f"composite term {spec.get('name') or spec['loss']!r}")
                 labels = contract.labels
         return Contract(tuple(roles.values()), labels, tuple(r for r in roles if roles[r].required))
 

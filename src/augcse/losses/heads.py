@@ -63,8 +63,5 @@ HEADS: dict[str, Callable[[int], nn.Module]] = {
 
 
 def build_head(name: str | None, dim: int) -> nn.Module:
-    """A head by registry name (``none``, ``mlp``, ``bn``, ``vascl``)."""
-    key = name or "none"
-    if key not in HEADS:
-        raise ValueError(f"unknown head {name!r}; choose one of {', '.join(HEADS)}")
-    return HEADS[key](dim)
+    """A head by registry name (``none``, ``mlp``, ``bn``, ``vascl``; the loss parameters' ``HeadName``)."""
+    return HEADS[name or "none"](dim)

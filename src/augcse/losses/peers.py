@@ -9,8 +9,6 @@ sees each class's own constructor parameters, checked against its own signature.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -22,6 +20,7 @@ from sentence_transformers.sentence_transformer.losses import (
 )
 
 from augcse.losses.base import Contract, Role, RoleLoss
+from augcse.schema import signature_model
 
 
 class PeerLoss(RoleLoss):
@@ -29,7 +28,8 @@ class PeerLoss(RoleLoss):
 
     Subclasses set ``wraps`` (the library's class), ``roles`` (in the order that class reads its inputs)
     and ``fixed`` (constructor parameters a recipe cannot set, e.g. a Python function). The subclass's
-    signature is the wrapped class's, so recipes are validated against the library's own parameters.
+    parameters are the wrapped class's signature, so recipes are validated against the library's own
+    parameters (types as the library annotates them; its own checks apply on construction).
     """
 
     wraps: ClassVar[type[nn.Module]]
@@ -37,21 +37,13 @@ class PeerLoss(RoleLoss):
     fixed: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        cls.Parameters = signature_model(cls.wraps, skip=("model", *cls.fixed))
         super().__init_subclass__(**kwargs)
-
-        @functools.wraps(cls.wraps.__init__)  # names, defaults and type hints of the wrapped class
-        def __init__(self, model, **params: Any) -> None:
-            PeerLoss.__init__(self, model, **params)
-
-        signature = inspect.signature(cls.wraps.__init__)
-        __init__.__signature__ = signature.replace(
-            parameters=[p for name, p in signature.parameters.items() if name not in cls.fixed])
-        cls.__init__ = __init__
 
     def __init__(self, model, **params: Any) -> None:
         super().__init__(model)
-        self.params = params
-        self.peer = self.wraps(model, **params)
+        self.params = self.settings(params).model_dump()
+        self.peer = self.wraps(model, **self.params)
 
     @classmethod
     def contract_for(cls, params: Mapping[str, Any]) -> Contract:

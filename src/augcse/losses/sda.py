@@ -9,10 +9,11 @@ that pushes it away less than an ordinary negative (paper Eq. 4).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from torch import Tensor
 
+from augcse.loss_parameters import SDAParameters
 from augcse.losses.base import Contract, ContrastiveLoss, Role
 from augcse.losses.infonce import KeyBlock, contrast
 
@@ -26,7 +27,8 @@ class SDALoss(ContrastiveLoss):
 
     Args:
         model: SentenceTransformer to train.
-        margin: δ; 0.5 in the paper's Table 3 (Fig. 5b finds 0.3 best for DN).
+        margin: δ ≥ 0 (it relaxes the negation; 0 is a plain hard negative); 0.5 in the paper's Table 3
+            (Fig. 5b finds 0.3 best for DN).
         neg_block: ``diag`` (default, as Eq. 4 is written: only the row's own negation) or ``all`` (every
             negation of the batch is a negative, the own one still with the margin; the training code is
             unpublished, so this is offered, not assumed).
@@ -71,15 +73,13 @@ class SDALoss(ContrastiveLoss):
             SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
-    def __init__(self, model, margin: float = 0.5, neg_block: Literal["diag", "all"] = "diag",
-                 temperature: float = 0.05, head: str | None = "bn", symmetric: bool = False,
-                 gather_across_devices: bool = True) -> None:
-        super().__init__(model, temperature, head, gather_across_devices)
-        if neg_block not in ("diag", "all"):
-            raise ValueError(f"unknown neg_block {neg_block!r}; choose diag or all")
-        self.margin = float(margin)
-        self.neg_block = neg_block
-        self.symmetric = symmetric
+    Parameters = SDAParameters
+
+    def __init__(self, model, **params: Any) -> None:
+        super().__init__(model, **params)
+        self.margin = float(self.config.margin)
+        self.neg_block = self.config.neg_block
+        self.symmetric = self.config.symmetric
 
     @property
     def negation_offset(self) -> float:

@@ -8,6 +8,7 @@ from typing import Any
 
 from torch import Tensor
 
+from augcse.loss_parameters import SimCSEParameters
 from augcse.losses.base import Contract, ContrastiveLoss, Role
 from augcse.losses.infonce import KeyBlock, contrast
 
@@ -68,18 +69,12 @@ class SimCSELoss(ContrastiveLoss):
             SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
-    def __init__(
-        self,
-        model,
-        temperature: float = 0.05,
-        head: str | None = "none",
-        symmetric: bool = False,
-        hard_negative_weight: float = 0.0,
-        gather_across_devices: bool = True,
-    ) -> None:
-        super().__init__(model, temperature, head, gather_across_devices)
-        self.symmetric = symmetric
-        self.hard_negative_weight = float(hard_negative_weight)
+    Parameters = SimCSEParameters
+
+    def __init__(self, model, **params: Any) -> None:
+        super().__init__(model, **params)
+        self.symmetric = self.config.symmetric
+        self.hard_negative_weight = float(self.config.hard_negative_weight)
 
     @classmethod
     def contract_for(cls, params: Mapping[str, Any]) -> Contract:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
+from augcse.loss_parameters import VaSCLParameters
 from augcse.losses.base import Contract, ContrastiveLoss, Role
 from augcse.losses.infonce import KeyBlock, info_nce
 
@@ -86,17 +87,15 @@ class VaSCLLoss(ContrastiveLoss):
             SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
-    def __init__(self, model, topk: int = 16, eps: float = 15.0, xi: float | None = None, detach: bool = True,
-                 clean_gradient: bool = False, temperature: float = 0.05, head: str | None = "vascl",
-                 gather_across_devices: bool = True) -> None:
-        super().__init__(model, temperature, head, gather_across_devices)
-        if eps <= 0:
-            raise ValueError(f"eps (Δ) must be > 0, got {eps}")
-        self.topk = int(topk)
-        self.eps = float(eps)
-        self.xi = None if xi is None else float(xi)
-        self.detach = detach
-        self.clean_gradient = clean_gradient
+    Parameters = VaSCLParameters
+
+    def __init__(self, model, **params: Any) -> None:
+        super().__init__(model, **params)
+        self.topk = self.config.topk
+        self.eps = float(self.config.eps)
+        self.xi = None if self.config.xi is None else float(self.config.xi)
+        self.detach = self.config.detach
+        self.clean_gradient = self.config.clean_gradient
 
     @classmethod
     def contract_for(cls, params: Mapping[str, Any]) -> Contract:

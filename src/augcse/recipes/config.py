@@ -1,138 +1,158 @@
 """Recipes: one YAML file is the whole, reproducible description of a run, validated before anything loads.
 
-An unknown key or a bad value is refused with one line naming the key, what is wrong and how to fix it.
+The sections are :mod:`augcse.schema` sections (pydantic): an unknown key or a bad value is refused with
+one line naming the key, what is wrong and how to fix it, before torch, a model or a data file loads.
 Command-line overrides use dotted keys: ``training.learning_rate=1e-5 data.limit=2000``.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import enum
 import re
-from dataclasses import dataclass, field, fields
+import types
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
+from pydantic import ConfigDict, Field, create_model, field_validator
 
+from augcse.loss_parameters import LOSS_PARAMETERS, loss_settings
 from augcse.names import suggest
-from augcse.recipes.checks import check_range, check_value
+from augcse.schema import (
+    KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError, Section,
+    validate,
+)
 
 RECIPE_DIR = Path(__file__).parent
-
-
-class RecipeError(ValueError):
-    """A recipe is invalid; the message is one line saying what and how to fix it."""
-
-
-POSITIVE = {"range": (0, None, True)}
-NON_NEGATIVE = {"range": (0, None, False)}
 DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
+# the names of augcse.modules.POOLERS, here so that a recipe is checked without loading torch
+PoolerName = Literal["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_emb_last", "avg_top2"]
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+__all__ = ["DEFAULT_CORPUS", "RECIPE_DIR", "DataConfig", "EvalConfig", "LossConfig", "ModelConfig", "Recipe",
+           "RecipeError", "TrainingRanges", "builtin_recipes", "load_recipe", "parse_override", "validate_recipe"]
 
 
-@dataclass
-class ModelConfig:
+class RecipeSection(KeyedSection):
+    """A section of a recipe file (the parameters of losses and views are sections too, under ``params``)."""
+
+
+class ModelConfig(RecipeSection):
+    key: ClassVar[str] = "model"
+
     backbone: str = "sentence-transformers/all-MiniLM-L6-v2"  # Hugging Face name or local folder (a packaged copy first)
-    pooler: str | None = "avg"  # the encoder + this pooler (a model's Normalize is not kept); None: the model as published
-    max_seq_length: int = field(default=32, metadata=POSITIVE)  # tokens per training sentence (truncation)
+    pooler: PoolerName | None = "avg"  # the encoder + this pooler (see Poolers); None: the model as published
+    # with a pooler, keep the backbone's modules after its pooling (e.g. Normalize: unit-norm embeddings, as
+    # published); false drops them
+    normalize: bool = True
+    max_seq_length: PositiveInt = 32  # tokens per training sentence (truncation)
 
 
-@dataclass
-class DataConfig:
+class DataConfig(RecipeSection):
+    key: ClassVar[str] = "data"
+
     # a path, or a data-directory relative path; only the default corpus falls back (see ``fallback``)
     corpus: str = DEFAULT_CORPUS
     # used, with a warning, only when ``corpus`` is the default wiki1m and is not available here
-    fallback: list[str] = field(default_factory=lambda: ["corpus/wiki1m_for_simcse.first11914.txt",
+    fallback: list[str] = Field(default_factory=lambda: ["corpus/wiki1m_for_simcse.first11914.txt",
                                                           "corpus/wiki_default.txt"])
     column: str = "text"  # the column of a CSV/JSON/Parquet corpus holding the sentences
-    limit: int | None = field(default=None, metadata=POSITIVE)  # keep the first N sentences (after shuffling)
+    limit: PositiveInt | None = None  # keep the first N sentences (after shuffling)
     shuffle: bool = False  # shuffle the corpus with the seed before the limit
     dedupe: bool = False  # drop repeated sentences
-    min_words: int = field(default=1, metadata=NON_NEGATIVE)  # drop sentences with fewer words
-    max_chars: int | None = field(default=10_000, metadata=POSITIVE)  # drop longer lines (broken corpus files)
-    views: list[dict] = field(default_factory=list)  # registered view builders, in order: [{name: …, …}]
+    min_words: NonNegativeInt = 1  # drop sentences with fewer words
+    max_chars: PositiveInt | None = 10_000  # drop longer lines (broken corpus files)
+    views: list[dict[str, Any]] = Field(default_factory=list)  # registered view builders, in order: [{name: …, …}]
+
+    @field_validator("fallback", mode="before")
+    @classmethod
+    def _one_path(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value  # a single path stands for a list of one
 
 
-@dataclass
-class LossConfig:
+class LossConfig(RecipeSection):
+    key: ClassVar[str] = "loss"
+
     name: str = "simcse"  # a registered loss (see Losses)
-    params: dict = field(default_factory=dict)  # the loss's keyword parameters
+    params: dict[str, Any] = Field(default_factory=dict)  # the loss's keyword parameters
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in LOSS_PARAMETERS:  # the registry, not a fixed list: a loss registered later is known
+            raise ValueError(f"unknown loss {value!r}{suggest(value, LOSS_PARAMETERS)}; "
+                             f"choose one of {', '.join(LOSS_PARAMETERS)}")
+        return value
 
 
-@dataclass
-class EvalConfig:
+class EvalConfig(RecipeSection):
+    key: ClassVar[str] = "eval"
+
     dev: str | None = "auto"  # task for model selection; auto: STS-B dev (processed if available, else original)
     before: str | None = "auto"  # tasks before/after training; auto: the 7 STS tasks with a data dir, else STS-B
     after: str | None = "auto"  # null skips an evaluation
-    batch_size: int = field(default=128, metadata=POSITIVE)  # sentences per encoding batch in evaluation
+    batch_size: PositiveInt = 128  # sentences per encoding batch in evaluation
 
 
-@dataclass
-class Recipe:
+class Recipe(RecipeSection):
     name: str = "run"  # the run folder's name: output_dir/name
-    seed: int = field(default=42, metadata=NON_NEGATIVE)  # data order, dropout, views and initialisation
+    seed: NonNegativeInt = 42  # data order, dropout, views and initialisation
     output_dir: str = "runs"  # folder holding the run folders
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    loss: LossConfig = field(default_factory=LossConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    training: dict = field(default_factory=dict)  # SentenceTransformerTrainingArguments fields
-    skip_nonfinite_steps: int = field(default=0, metadata=NON_NEGATIVE)  # NaN/inf steps skipped before a run stops
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    training: dict[str, Any] = Field(default_factory=dict)  # SentenceTransformerTrainingArguments fields
+    skip_nonfinite_steps: NonNegativeInt = 0  # NaN/inf steps skipped before a run stops
     keep_checkpoints: bool = False  # keep checkpoint-* after a successful run (default: only final/ stays)
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, value: str) -> str:
+        if not RUN_NAME.fullmatch(value) or ".." in value:
+            raise ValueError(f"must be a folder name (letters, digits, '.', '_', '-', '+'; no '/' or '..'), "
+                             f"got {value!r}")
+        return value
 
     @property
     def run_dir(self) -> Path:
         return Path(self.output_dir) / self.name
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return self.model_dump()
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
-def _check_field(key: str, value: Any, hint: Any, metadata: Any) -> Any:
-    """Validate one recipe value against its field's type hint and range; a single string may stand for a list."""
-    if value is None and type(None) not in get_args(hint):
-        raise RecipeError(f"recipe key {key!r} cannot be null")
-    if get_origin(hint) is list and isinstance(value, str):
-        value = [value]
-    try:
-        check_value(key, value, hint)
-        if "range" in metadata:
-            check_range(key, value, *metadata["range"])
-    except ValueError as exc:
-        raise RecipeError(str(exc)) from None
-    return value
+class TrainingRanges(Section):
+    """The ranges of the trainer arguments a recipe commonly sets (their types are the trainer's own)."""
 
+    model_config = ConfigDict(extra="allow")
 
-def _build(cls: type, values: dict, prefix: str = "") -> Any:
-    if not isinstance(values, dict):
-        raise RecipeError(f"recipe section {prefix.rstrip('.') or 'root'!r} must be a mapping, got {values!r}")
-    hints = get_type_hints(cls)
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise RecipeError(f"unknown recipe key {prefix + unknown[0]!r}{suggest(unknown[0], known)}; "
-                          f"allowed here: {', '.join(sorted(known))}")
-    kwargs = {}
-    for name, value in values.items():
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint):
-            kwargs[name] = _build(hint, value or {}, f"{prefix}{name}.")
-        else:
-            kwargs[name] = _check_field(prefix + name, value, hint, known[name].metadata)
-    return cls(**kwargs)
+    per_device_train_batch_size: PositiveInt | None = None
+    per_device_eval_batch_size: PositiveInt | None = None
+    gradient_accumulation_steps: PositiveInt | None = None
+    eval_steps: PositiveFloat | None = None
+    save_steps: PositiveFloat | None = None
+    logging_steps: PositiveFloat | None = None
+    num_train_epochs: PositiveFloat | None = None
+    learning_rate: PositiveFloat | None = None
+    save_total_limit: PositiveInt | None = None
+    weight_decay: NonNegativeFloat | None = None
+    warmup_steps: NonNegativeFloat | None = None
+    warmup_ratio: Probability | None = None
+    seed: NonNegativeInt | None = None
+    data_seed: NonNegativeInt | None = None
+    max_grad_norm: NonNegativeFloat | None = None
+    max_steps: int | None = None  # -1: train for num_train_epochs
 
-
-# Ranges of the trainer arguments a recipe commonly sets: (low, high, low_open).
-TRAINING_RANGES: dict[str, tuple[float | None, float | None, bool]] = {
-    **{key: (0, None, True) for key in ("per_device_train_batch_size", "per_device_eval_batch_size",
-                                        "gradient_accumulation_steps", "eval_steps", "save_steps",
-                                        "logging_steps", "num_train_epochs", "learning_rate", "save_total_limit")},
-    **{key: (0, None, False) for key in ("weight_decay", "warmup_steps", "seed", "data_seed", "max_grad_norm")},
-    "warmup_ratio": (0, 1, False),
-    "max_steps": (-1, None, False),
-}
+    @field_validator("max_steps")
+    @classmethod
+    def _steps_or_epochs(cls, value: int | None) -> int | None:
+        if value is not None and value < 1 and value != -1:
+            raise ValueError(f"must be a positive integer (or -1 for epochs), got {value}")
+        return value
 
 
 def _training_hints() -> dict[str, Any]:
@@ -142,24 +162,29 @@ def _training_hints() -> dict[str, Any]:
 
 
 def _validate_training(training: dict) -> None:
-    """Every ``training.*`` key is a trainer argument of the right type and range; named loggers are installed."""
+    """Every ``training.*`` key is a trainer argument of the trainer's type; named loggers are installed."""
     hints = _training_hints()
-    for key, value in training.items():
+    for key in training:
         if key not in hints or key == "output_dir":
             raise RecipeError(
                 f"unknown recipe key 'training.{key}'{suggest(key, hints)}: not a SentenceTransformerTrainingArguments "
                 "field (output_dir comes from the recipe's output_dir and name)"
             )
-        try:
-            if value is not None:
-                check_value(f"training.{key}", value, hints[key])
-            if key in TRAINING_RANGES:
-                check_range(f"training.{key}", value, *TRAINING_RANGES[key])
-        except ValueError as exc:
-            raise RecipeError(str(exc)) from None
-    if training.get("max_steps") == 0:
-        raise RecipeError("recipe key 'training.max_steps' must be a positive integer (or -1 for epochs), got 0")
+    given = {key: (_enum_values(hints[key]) | None, None) for key in training}
+    validate(create_model("TrainingArguments", __base__=Section, **given), training, "training")
     _validate_report_to(training.get("report_to"))
+
+
+def _enum_values(hint: Any) -> Any:
+    """``SchedulerType | str`` as the trainer means it: one of the enum's values (written as a string)."""
+    if get_origin(hint) in (Union, types.UnionType):
+        arms = get_args(hint)
+        enums = [a for a in arms if isinstance(a, type) and issubclass(a, enum.Enum)]
+        if enums:
+            values = tuple(member.value for e in enums for member in e)
+            rest = [a for a in arms if a is not str and a not in enums]
+            return Union[tuple([Literal[values], *rest])] if rest else Literal[values]
+    return hint
 
 
 def _validate_report_to(report_to: str | list[str] | None) -> None:
@@ -183,28 +208,19 @@ def _validate_report_to(report_to: str | list[str] | None) -> None:
                               "or drop it from report_to")
 
 
-def _validate_names(recipe: Recipe) -> None:
-    from augcse.losses import validate_loss
-    from augcse.modules import POOLERS
+def _validate_components(recipe: Recipe) -> None:
+    """What needs the registries: views against the loss's roles, task names (loads no model)."""
+    from augcse.losses import validate_loss  # torch: only once everything else is known to be right
     from augcse.views import produced_columns
 
-    if recipe.model.pooler is not None and recipe.model.pooler not in POOLERS:
-        raise RecipeError(f"recipe key 'model.pooler': unknown pooler {recipe.model.pooler!r}"
-                          f"{suggest(recipe.model.pooler, POOLERS)}; choose one of {', '.join(POOLERS)} or null")
-    try:  # views and loss parameters by their signatures, the loss's roles against the views' columns
+    try:  # the loss's roles against the views' columns; every default filled in
         recipe.loss.params = validate_loss(recipe.loss.name, recipe.loss.params, produced_columns(recipe.data.views))
     except ValueError as exc:
         raise RecipeError(str(exc)) from None
-    if not RUN_NAME.fullmatch(recipe.name) or ".." in recipe.name:
-        raise RecipeError(f"recipe key 'name' must be a folder name (letters, digits, '.', '_', '-', '+'; no '/' "
-                          f"or '..'), got {recipe.name!r}")
     for key in ("dev", "before", "after"):
         spec = getattr(recipe.eval, key)
         if spec not in (None, "auto"):
             _validate_tasks(f"eval.{key}", spec)
-
-
-RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
 def _validate_tasks(key: str, spec: str) -> None:
@@ -273,6 +289,27 @@ def builtin_recipes() -> list[str]:
     return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
 
 
+def validate_recipe(values: dict | Recipe) -> Recipe:
+    """The one check of a recipe, from a YAML mapping or a :class:`Recipe` built in Python.
+
+    First everything that needs no torch (every key, type and range, the loss's, views' and training
+    arguments' declared parameters), so a bad value is refused in about a second; then what needs the
+    registries (the trainer's own argument types, the views' columns against the loss's roles, task
+    names). Returns the recipe with every default a component fills in written out.
+    """
+    if isinstance(values, Recipe):
+        values = values.model_dump()
+    recipe = validate(Recipe, values)
+    recipe.loss.params = loss_settings(recipe.loss.name, recipe.loss.params)
+    validate(TrainingRanges, recipe.training, "training")
+    from augcse.views import validate_view_specs  # here, not at the top: `augcse train --help` stays numpy-free
+
+    recipe.data.views = validate_view_specs(recipe.data.views)
+    _validate_training(recipe.training)
+    _validate_components(recipe)
+    return recipe
+
+
 def load_recipe(source: str | Path | None = None, name: str | None = None, overrides: list[str] | None = None) -> Recipe:
     """Load a recipe from a YAML path or a built-in name, apply overrides, validate everything."""
     if (source is None) == (name is None):
@@ -287,11 +324,13 @@ def load_recipe(source: str | Path | None = None, name: str | None = None, overr
         if not path.is_file():
             raise RecipeError(f"recipe file {path} does not exist")
     try:
-        values = yaml.safe_load(path.read_text()) or {}
+        values = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise RecipeError(f"recipe {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    values = _numbers(apply_overrides(values, overrides or []))
-    recipe = _build(Recipe, values)
-    _validate_training(recipe.training)
-    _validate_names(recipe)
-    return recipe
+    if values is None:
+        raise RecipeError(f"recipe {path} is empty; write at least a name: and a loss: (see docs/RECIPES.md or "
+                          "augcse train --recipe quickstart)")
+    if not isinstance(values, dict):
+        raise RecipeError(f"recipe {path} must be a mapping of keys (name:, model:, data:, loss:…), "
+                          f"got a {type(values).__name__}")
+    return validate_recipe(_numbers(apply_overrides(values, overrides or [])))

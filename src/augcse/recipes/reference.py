@@ -1,9 +1,9 @@
 """The recipe reference (``docs/RECIPES.md``), generated from the code so it cannot drift from it.
 
-Every table comes from what recipes are validated against: the recipe dataclasses (a field's
-meaning is its comment in :mod:`augcse.recipes.config`), the registered losses and view builders
-(signatures, ``Args:`` sections, roles), the poolers, the evaluation tasks and the built-in
-recipes. A loss, view, task or recipe registered later appears without touching this module.
+Every table comes from what recipes are validated against: the recipe sections (a field's
+meaning is its comment in :mod:`augcse.recipes.config`), the registered losses' declared parameters
+and the view builders' signatures (types, ranges, defaults; meanings from ``Args:`` sections, roles),
+the poolers, the evaluation tasks and the built-in recipes. A loss, view, task or recipe registered later appears without touching this module.
 
 Regenerate with ``python -m augcse.recipes.reference > docs/RECIPES.md``.
 """
@@ -19,9 +19,11 @@ import sys
 import textwrap
 import tokenize
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, get_type_hints
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
 
 COMMAND = "python -m augcse.recipes.reference > docs/RECIPES.md"
 MACHINE_DEPENDENT = ("use_cpu",)  # trainer defaults that depend on the machine, left out of the table
@@ -100,14 +102,30 @@ def references(obj: Any) -> list[str]:
 
 
 def type_name(hint: Any) -> str:
-    from augcse.signatures import describe
+    from augcse.schema import describe
 
-    if hint is inspect.Parameter.empty:
-        return ""
     if isinstance(hint, str):
         return hint
     text = describe(hint)
     return re.sub(r"\b(?:collections\.abc|typing|builtins)\.", "", text)
+
+
+def field_hint(field: Any) -> Any:
+    """A pydantic field's annotation with its constraints (``Annotated[float, Gt(0)]``)."""
+    return Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+
+
+def field_default(field: Any) -> Any:
+    if field.default_factory is not None:
+        return field.default_factory()
+    return inspect.Parameter.empty if field.default is PydanticUndefined else field.default
+
+
+def declared(fn: Callable, skip: Sequence[str]) -> type[BaseModel]:
+    """What a recipe may set: a loss's declared ``Parameters``, else the keyword parameters of the signature."""
+    from augcse.schema import signature_model
+
+    return getattr(fn, "Parameters", None) or signature_model(fn, skip)
 
 
 def value(default: Any) -> str:
@@ -123,25 +141,18 @@ def value(default: Any) -> str:
 
 
 def parameters(fn: Callable, skip: Sequence[str]) -> list[tuple[str, str, str, str]]:
-    """``(name, type, default, meaning)`` for each keyword parameter a recipe may set."""
+    """``(name, type, default, meaning)`` for each parameter a recipe may set."""
     target = fn.__init__ if inspect.isclass(fn) else fn
-    try:
-        hints = get_type_hints(target)
-    except Exception:  # an annotation that does not resolve: show it as written
-        hints = {}
-    docs = {**docstring_args(fn), **(docstring_args(target) if inspect.isclass(fn) else {})}
-    rows = []
-    for name, param in inspect.signature(fn).parameters.items():
-        if name in skip or param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
-            continue
-        hint = hints.get(name, param.annotation)
-        rows.append((name, type_name(hint), value(param.default), docs.get(name, "")))
-    return rows
+    wrapped = getattr(fn, "wraps", None)  # a library loss: its own docstrings document its parameters
+    docs = {**(docstring_args(wrapped) | docstring_args(wrapped.__init__) if wrapped else {}),
+            **docstring_args(fn), **(docstring_args(target) if inspect.isclass(fn) else {})}
+    return [(name, type_name(field_hint(field)), value(field_default(field)), docs.get(name, ""))
+            for name, field in declared(fn, skip).model_fields.items()]
 
 
 def defaults(fn: Callable, skip: Sequence[str]) -> dict[str, Any]:
-    return {name: p.default for name, p in inspect.signature(fn).parameters.items()
-            if name not in skip and p.default is not inspect.Parameter.empty}
+    return {name: default for name, field in declared(fn, skip).model_fields.items()
+            if (default := field_default(field)) is not inspect.Parameter.empty}
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -161,50 +172,47 @@ def qualified(obj: Any) -> str:
 
 
 def recipe_section() -> list[str]:
-    from augcse.recipes.config import Recipe, TRAINING_RANGES
+    from augcse.recipes.config import Recipe, RecipeSection, TrainingRanges
 
     out = ["## Recipe keys", "",
-           "Unknown keys and values of the wrong type or outside their range are refused before anything loads, "
-           "with a *did you mean* for misspelt keys and names. On the command line, `key.path=value` overrides any "
-           "key (`data.views[0].proportion=0.5` for list items).", ""]
+           "Unknown keys and values of the wrong type or outside their range are refused before anything loads "
+           "(no torch, model, spaCy pipeline or data file), in one line naming the key, with a *did you mean* for "
+           "misspelt keys and names. Types are strict, as YAML writes them: `1` is not `true`, `\"1\"` is not `1`, "
+           "and numbers must be finite (`.nan` and `.inf` are refused). The same schema checks a `Recipe` built "
+           "in Python when it is passed to `augcse.train.run`. On the command line, `key.path=value` overrides any "
+           "key (`data.views[0].proportion=0.5` for list items), before or after the options. The run's "
+           "`recipe.yaml` is the resolved recipe: every default a loss or view fills in is written out.", ""]
 
     def section(cls: type, prefix: str) -> None:
-        hints, comments = get_type_hints(cls), field_comments(cls)
+        comments = field_comments(cls)
         rows, nested = [], []
-        for f in dataclasses.fields(cls):
-            if dataclasses.is_dataclass(hints[f.name]):
-                nested.append((hints[f.name], f"{prefix}{f.name}."))
-                rows.append((f"`{prefix}{f.name}`", "section", "", comments.get(f.name) or f"see `{f.name}` below"))
+        for name, f in cls.model_fields.items():
+            if isinstance(f.annotation, type) and issubclass(f.annotation, RecipeSection):
+                nested.append((f.annotation, f"{prefix}{name}."))
+                rows.append((f"`{prefix}{name}`", "section", "", comments.get(name) or f"see `{name}` below"))
                 continue
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            low_high = f.metadata.get("range")
-            bounds = "" if not low_high else (" (> 0)" if low_high[2] else " (≥ 0)")
-            rows.append((f"`{prefix}{f.name}`", type_name(hints[f.name]) + bounds, value(default),
-                         comments.get(f.name, "")))
+            rows.append((f"`{prefix}{name}`", type_name(field_hint(f)), value(field_default(f)),
+                         comments.get(name, "")))
         title = f"`{prefix.rstrip('.')}`" if prefix else "Top level"
         out.extend([f"### {title}", "", *table(["key", "type", "default", "meaning"], rows)])
         for hint, sub in nested:
             section(hint, sub)
 
     section(Recipe, "")
+    ranges = [f"`{name}` {type_name(field_hint(f)).removesuffix(' or null')}"
+              for name, f in TrainingRanges.model_fields.items()]
     out += ["### `training`", "",
             "Any field of sentence-transformers' `SentenceTransformerTrainingArguments` (and so of "
             "transformers' `TrainingArguments`), checked against its type; `output_dir` comes from the recipe's "
             "`output_dir` and `name`. A logging backend named in `training.report_to` must be installed "
             "(`pip install 'augcse[tensorboard]'` for `tensorboard`; `pip install wandb` for `wandb`).", "",
-            "Ranges checked: " + ", ".join(f"`{k}` {_range(*r)}" for k, r in TRAINING_RANGES.items()) + ".", ""]
+            "Ranges checked: " + ", ".join(ranges) + "; `max_steps` is a positive integer or -1.", ""]
     changed = training_defaults()
     if changed:
         out += ["augcse's defaults where they differ from the trainer's (a recipe's `training:` keys override them; "
                 "with a dev task, checkpoints are saved at each evaluation and the best one is kept):", "",
                 *table(["key", "augcse default", "trainer default"], changed)]
     return out
-
-
-def _range(low: float | None, high: float | None, low_open: bool) -> str:
-    left = f"{'>' if low_open else '≥'} {low:g}" if low is not None else ""
-    right = f"≤ {high:g}" if high is not None else ""
-    return ", ".join(x for x in (left, right) if x)
 
 
 def training_defaults() -> list[tuple[str, str, str]]:
@@ -239,6 +247,9 @@ def losses_section() -> list[str]:
 
     out = ["## Losses", "",
            "`loss.name` picks one; `loss.params` are its constructor's keyword parameters (`model` is supplied). "
+           "**One rule for every parameter, the train-only `head` included: the loss's own default stands unless "
+           "the recipe names a value** (the pooler never changes it; a recipe pooling with `cls` that wants "
+           "SimCSE's MLP says `head: mlp`). "
            "A loss reads the dataset's columns by **role**: a column named like the role (or `role_2`, `role_3`… "
            "where several are allowed); a missing optional role falls back as shown (`~anchor`: a second dropout "
            "pass of the anchor).", ""]
@@ -308,11 +319,13 @@ def poolers_section() -> list[str]:
     for name, pooler in POOLERS.items():
         layers = "last" if pooler.layers is None else " + ".join(
             "embeddings" if i == 0 else ("last" if i == -1 else str(i)) for i in pooler.layers)
-        rows.append((f"`{name}`", pooler.mode, layers, f"`{pooler.default_head}`"))
+        rows.append((f"`{name}`", pooler.mode, layers))
     return ["## Poolers", "",
             "`model.pooler` (saved in the model, so evaluation pools as training did; `null` keeps a "
-            "sentence-transformers folder's own pooling). The train-only head is the losses' default `head`.", "",
-            *table(["pooler", "pooling", "hidden states averaged", "train-only head"], rows)]
+            "sentence-transformers folder's own pooling). `model.normalize` keeps the backbone's modules after "
+            "its pooling (e.g. `Normalize`). The pooler does not choose a train-only head: that is the loss's "
+            "`head` parameter.", "",
+            *table(["pooler", "pooling", "hidden states averaged"], rows)]
 
 
 def tasks_section() -> list[str]:

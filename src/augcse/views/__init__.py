@@ -9,11 +9,12 @@ ones (:mod:`~augcse.views.generic`). Views never import a loss, and losses never
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-from datasets import Dataset
-
+from augcse.names import suggest
+from augcse.schema import RecipeError, signature_model, validate
 from augcse.views import augcse, cards, generic, sda, tsdae  # noqa: F401  (each module registers its views)
 from augcse.views.augcse import augcse_sample_view
 from augcse.views.base import ANCHOR, LABEL, REMOVED, VIEWS, View, ViewContext, register_view
@@ -21,34 +22,38 @@ from augcse.views.cards import cards_view
 from augcse.views.generic import anchor_view, columns_view, dropout_copy_view
 from augcse.views.sda import sda_view
 
+if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
+    from datasets import Dataset
+
+
+@functools.cache
+def view_parameters(name: str):
+    """The view builder's keyword parameters as a schema section (its signature is the declaration)."""
+    return signature_model(VIEWS[name].builder, skip=("dataset", "context"))
+
 
 def _spec_params(spec: Any, index: int) -> tuple[View, dict[str, Any]]:
-    from augcse.signatures import ParameterError, check_params, suggest
-
     where = f"data.views[{index}]"
     if not isinstance(spec, Mapping) or "name" not in spec:
-        raise ParameterError(f"recipe key {where!r} must be a mapping with a 'name', got {spec!r}")
+        raise RecipeError(f"recipe key {where!r} must be a mapping with a 'name', got {spec!r}")
     name = spec["name"]
     if name not in VIEWS:
-        raise ParameterError(f"recipe key '{where}.name': unknown view {name!r}{suggest(str(name), list(VIEWS))}")
-    view = VIEWS[name]
-    params = check_params(view.builder, {k: v for k, v in spec.items() if k != "name"}, where,
-                          skip=("dataset", "context"))
-    return view, params
+        raise RecipeError(f"recipe key '{where}.name': unknown view {name!r}{suggest(str(name), list(VIEWS))}; "
+                          f"choose one of {', '.join(VIEWS)}")
+    params = validate(view_parameters(name), {k: v for k, v in spec.items() if k != "name"}, where)
+    return VIEWS[name], params.model_dump()
 
 
 def produced_columns(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The columns the views will write, in order, without running them: column → ``None`` (text) or the
     label space ``{size, names, spec}``. Validates every view's name and parameters (one line each)."""
-    from augcse.signatures import ParameterError
-
     columns: dict[str, Any] = {"text": None}
     for index, spec in enumerate(specs):
         view, params = _spec_params(spec, index)
         try:
             outputs = view.outputs(params)
         except ValueError as exc:
-            raise ParameterError(f"recipe key 'data.views[{index}]': {exc}") from None
+            raise RecipeError(f"recipe key 'data.views[{index}]': {exc}") from None
         if view.replaces:
             columns = {}
         for column, value in outputs.items():
@@ -61,16 +66,17 @@ def produced_columns(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return columns
 
 
-def validate_view_specs(specs: Sequence[Mapping[str, Any]]) -> None:
-    """Refuse an unknown view, an unknown or mistyped parameter, or a bad value, in one line."""
-    produced_columns(specs)
+def validate_view_specs(specs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The specs with every parameter's default written out; an unknown view, an unknown or mistyped
+    parameter, or a bad value is refused in one line (the columns they write are not computed)."""
+    return [{"name": spec["name"], **_spec_params(spec, index)[1]} for index, spec in enumerate(specs)]
 
 
 def build_views(dataset: Dataset, views: Sequence[Mapping[str, Any]], context: ViewContext) -> Dataset:
     """Run the recipe's view builders in order; always ends with an ``anchor`` first column."""
     for index, spec in enumerate(views):
         view, params = _spec_params(spec, index)
-        dataset = view.builder(dataset, context, **{k: v for k, v in spec.items() if k != "name"})
+        dataset = view.builder(dataset, context, **params)
     dataset = anchor_view(dataset, context)
     ordered = [ANCHOR, *[c for c in dataset.column_names if c != ANCHOR]]
     return dataset if dataset.column_names == ordered else dataset.select_columns(ordered)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-from datasets import Dataset
-
+from augcse.schema import NonNegativeInt, PositiveInt
 from augcse.views.base import LABEL, ViewContext, as_anchor, cached_augmentations, register_view, texts_of
+
+if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
+    from datasets import Dataset
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +33,7 @@ def _outputs(params: Mapping[str, Any]) -> dict[str, Any]:
 @register_view("augcse_sample", outputs=_outputs)
 def augcse_sample_view(dataset: Dataset, context: ViewContext, augmentations: str | list[str] = "8-aug",
                        column: str = "augmented", label_column: str | None = LABEL,
-                       drop_unchanged: bool = False, seed: int | None = None, n_process: int = 1,
+                       drop_unchanged: bool = False, seed: NonNegativeInt | None = None, n_process: PositiveInt = 1,
                        params: dict[str, dict] | None = None) -> Dataset:
     """One augmentation per sentence, drawn uniformly and fixed for the run; label K−1 when it changed nothing.
 

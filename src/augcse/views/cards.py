@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TYPE_CHECKING
 
-from datasets import Dataset
-
+from augcse.schema import NonNegativeInt, PositiveInt, Probability
 from augcse.views.base import ViewContext, as_anchor, cache_root, register_view, texts_of
+
+if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
+    from datasets import Dataset
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +32,6 @@ def negative_columns(column: str, s: int) -> list[str]:
 def _outputs(params: Mapping[str, Any]) -> dict[str, Any]:
     if not (params["switch_case"] or params["retrieve"]):
         raise ValueError("switch_case: false with retrieve: false writes nothing")
-    if params["s"] < 1 or params["k"] < 1:
-        raise ValueError(f"k and s must be ≥ 1, got k={params['k']}, s={params['s']}")
     out = {params["positive_column"]: None} if params["switch_case"] else {}
     if params["retrieve"]:
         out.update({c: None for c in negative_columns(params["negative_column"], params["s"])})
@@ -52,12 +52,12 @@ def _switcher(context: ViewContext, p: float, variant: str, mode: str):
 
 
 @register_view("cards", outputs=_outputs)
-def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True, p: float = 0.05,
+def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True, p: Probability = 0.05,
                variant: Literal["v1", "v2"] = "v2", mode: Literal["default", "substitution"] = "default",
-               retrieve: bool = True, k: int = 64, s: int = 1,
-               sampling: Literal["R_uniform", "R_top", "D_uniform"] = "R_uniform", min_words: int = 3,
-               positive_column: str = "positive", negative_column: str = "retrieved", seed: int | None = None,
-               batch_size: int = 128) -> Dataset:
+               retrieve: bool = True, k: PositiveInt = 64, s: PositiveInt = 1,
+               sampling: Literal["R_uniform", "R_top", "D_uniform"] = "R_uniform", min_words: NonNegativeInt = 3,
+               positive_column: str = "positive", negative_column: str = "retrieved",
+               seed: NonNegativeInt | None = None, batch_size: PositiveInt = 128) -> Dataset:
     """CARDS' columns, drawn lazily on every access (so every step sees fresh draws):
 
     ``positive``: the switch-cased anchor (CARDS v1/v2, probability ``p``; ``mode: substitution`` only

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-from datasets import Dataset
-
+from augcse.schema import PositiveInt
 from augcse.views.base import ANCHOR, REMOVED, ViewContext, as_anchor, register_view
+
+if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
+    from datasets import Dataset
 
 
 @register_view("anchor", outputs=lambda p: {ANCHOR: None})
@@ -29,7 +31,7 @@ def _columns_outputs(params: Mapping[str, Any]) -> dict[str, Any]:
 
 @register_view("columns", outputs=_columns_outputs, replaces=True)
 def columns_view(dataset: Dataset, context: ViewContext, path: str, columns: dict[str, str],
-                 limit: int | None = None) -> Dataset:
+                 limit: PositiveInt | None = None) -> Dataset:
     """A user's own multi-column file (CSV, TSV, JSON lines, Parquet) with its columns mapped onto roles by name.
 
     ``columns`` maps each role the loss reads to the file's column, e.g. supervised SimCSE on NLI triplets:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TYPE_CHECKING
 
-from datasets import Dataset
-
+from augcse.schema import NonNegativeInt, PositiveInt, Probability
 from augcse.views.base import ViewContext, as_anchor, cached_augmentations, register_view, texts_of
+
+if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
+    from datasets import Dataset
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +27,6 @@ Positive = Literal["PI", "MV", "DN", "PunctuationInsertion", "ModalVerbs", "Doub
 
 
 def _outputs(params: Mapping[str, Any]) -> dict[str, Any]:
-    if not 0.0 <= params["proportion"] <= 1.0:
-        raise ValueError(f"proportion must be in [0, 1], got {params['proportion']}")
     if params["positive"] is None and not params["negation"]:
         raise ValueError("positive: null with negation: false writes nothing")
     out = {params["positive_column"]: None} if params["positive"] else {}
@@ -35,8 +35,8 @@ def _outputs(params: Mapping[str, Any]) -> dict[str, Any]:
 
 @register_view("sda", outputs=_outputs)
 def sda_view(dataset: Dataset, context: ViewContext, positive: Positive | None = "ensemble", negation: bool = True,
-             proportion: float = 1.0, variant: Literal["code", "paper"] = "code", seed: int | None = None,
-             positive_column: str = "positive", negation_column: str = "negation", n_process: int = 1) -> Dataset:
+             proportion: Probability = 1.0, variant: Literal["code", "paper"] = "code", seed: NonNegativeInt | None = None,
+             positive_column: str = "positive", negation_column: str = "negation", n_process: PositiveInt = 1) -> Dataset:
     """SDA's columns: a PI/MV/DN (or per-sentence ensemble) positive and the negation.
 
     A sentence the rule cannot change, or one outside the augmented ``proportion`` (paper Fig. 5a), is its
