@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from spacy.tokens import Doc, Span, Token
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc, Span, Token
+
 
 NEGATIONS = {"no", "not", "n't", "never"}
 # Clitic stems spaCy leaves after splitting a negative contraction ("ca n't", "wo n't", "sha n't").

@@ -12,12 +12,13 @@ from __future__ import annotations
 import random
 import re
 from functools import lru_cache
-from typing import Any, Sequence
-
-from spacy.tokens import Doc
+from typing import TYPE_CHECKING, Any, Sequence
 
 from augcse.augment.base import Augmentation, AugmentationError, Meaning, clean_output, register, rng_for
 from augcse.augment.text import match_case
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc
 
 NLPAUG = "nlpaug (Ma 2019), added to NL-Augmenter by AugCSE (App. A.2)"
 WORD = re.compile(r"^[A-Za-z]+$")

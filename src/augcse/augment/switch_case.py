@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import random
 from functools import lru_cache
-from typing import Any, Sequence
-
-from spacy.tokens import Doc
+from typing import TYPE_CHECKING, Any, Sequence
 
 from augcse.augment.base import Augmentation, AugmentationError, Meaning, register, rng_for
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc
 
 
 def switch(word: str) -> str:

@@ -15,30 +15,16 @@ from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Rol
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
-from augcse.losses.peers import PEERS, CTLoss, TSDAELoss
+from augcse.losses.peers import CTLoss, TSDAELoss
+from augcse.losses.registry import TERMS
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
 from augcse.losses.vascl import VaSCLLoss
 
-LOSSES: dict[str, Callable[..., RoleLoss]] = {
-    "simcse": SimCSELoss,
-    "augcse": AugCSELoss,
-    "sda": SDALoss,
-    "vascl": VaSCLLoss,
-    "cards": CARDSLoss,
-    "composite": CompositeLoss,
-    **PEERS,  # sentence-transformers' TSDAE and CT
-}
+LOSSES: dict[str, Callable[..., RoleLoss]] = {**TERMS, "composite": CompositeLoss}
 # the constructor parameter that states a loss's label space; left out of a recipe, it is passed on
 # from the view that writes the label column (one source of truth)
 LABEL_PARAMETERS: dict[str, str] = {"augcse": "augmentations"}
-
-
-def register_loss(name: str, factory: Callable[..., RoleLoss]) -> None:
-    """Make a loss available to recipes under ``name``."""
-    if name in LOSSES:
-        raise ValueError(f"loss {name!r} is registered twice")
-    LOSSES[name] = factory
 
 
 def _pass_on_labels(name: str, params: dict[str, Any], produced: Mapping[str, Any]) -> dict[str, Any]:
@@ -101,4 +87,4 @@ def bind_dataset(loss: RoleLoss, dataset) -> None:
 __all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CompositeLoss", "Contract", "ContrastiveLoss",
            "KeyBlock", "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "TSDAELoss", "VaSCLLoss",
            "bind_dataset",
-           "contrast", "info_nce", "register_loss", "symmetric_info_nce", "validate_loss"]
+           "contrast", "info_nce", "symmetric_info_nce", "validate_loss"]

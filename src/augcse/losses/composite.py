@@ -18,23 +18,17 @@ from torch import Tensor, nn
 from augcse.losses.base import (
     DROPOUT_COPY, LABEL, Contract, Role, RoleError, RoleLoss, by_role, check_label_space, embed_sources,
 )
+from augcse.losses.registry import TERMS
+from augcse.signatures import check_params
 
 TERM_KEYS = ("loss", "name", "weight", "inputs", "params")
-
-
-def _registry() -> dict:
-    from augcse.losses import LOSSES
-
-    return LOSSES
 
 
 def _check_term(spec: Any) -> dict[str, Any]:
     if not isinstance(spec, dict) or "loss" not in spec or set(spec) - set(TERM_KEYS):
         raise ValueError(f"composite term {spec!r}: needs 'loss'; allowed keys: {', '.join(TERM_KEYS)}")
-    losses = _registry()
-    if spec["loss"] not in losses or spec["loss"] == "composite":
-        raise ValueError(f"composite term: unknown loss {spec['loss']!r}; choose one of "
-                         f"{', '.join(n for n in losses if n != 'composite')}")
+    if spec["loss"] not in TERMS:
+        raise ValueError(f"composite term: unknown loss {spec['loss']!r}; choose one of {', '.join(TERMS)}")
     if not isinstance(spec.get("inputs", {}), dict):
         raise ValueError(f"composite term {spec['loss']!r}: 'inputs' maps roles onto columns, e.g. "
                          "{positive: '~anchor'}")
@@ -115,7 +109,7 @@ class CompositeLoss(RoleLoss):
             name = spec.get("name", spec["loss"])
             if name in self.terms:
                 raise ValueError(f"composite term name {name!r} is used twice; give each a distinct 'name'")
-            term = _registry()[spec["loss"]](model, **spec.get("params", {}))
+            term = TERMS[spec["loss"]](model, **spec.get("params", {}))
             term._modules.pop("model", None)  # share the model without registering (and saving) it per term
             term.__dict__["model"] = model
             self.terms[name] = term
@@ -130,14 +124,11 @@ class CompositeLoss(RoleLoss):
     def contract_for(cls, params: Mapping[str, Any]) -> Contract:
         """One role per column some term reads (required when a term cannot do without it); the label space
         of the terms that read labels (they must agree)."""
-        losses = _registry()
         roles: dict[str, Role] = {}
         labels = None
         for spec in params.get("terms") or []:
             _check_term(spec)
-            factory = losses[spec["loss"]]
-            from augcse.signatures import check_params
-
+            factory = TERMS[spec["loss"]]
             term_params = check_params(factory, spec.get("params", {}), f"loss.params.terms[{spec['loss']}].params",
                                        skip=("model",))
             contract = factory.contract_for(term_params)
