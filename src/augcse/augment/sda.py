@@ -32,12 +32,6 @@ def _is_punct(tok: Token) -> bool:
     return tok.is_punct or tok.pos_ == "PUNCT"
 
 
-def _prefix(doc: Doc, phrase: str) -> str:
-    """``phrase`` + the sentence, with the old first word lower-cased where it is not a name."""
-    first = doc[0]
-    return f"{phrase} {Edits(doc).replace(0, decapitalize(first)).render()}"
-
-
 def _first_change(text: str, rules: list[Callable[[], str | None]]) -> str | None:
     """The first rule output that differs from ``text``: the authors' code tries its rules in turn."""
     for rule in rules:

@@ -61,11 +61,6 @@ def produced_columns(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return columns
 
 
-def validate_view_specs(specs: Sequence[Mapping[str, Any]]) -> None:
-    """Refuse an unknown view, an unknown or mistyped parameter, or a bad value, in one line."""
-    produced_columns(specs)
-
-
 def build_views(dataset: Dataset, views: Sequence[Mapping[str, Any]], context: ViewContext) -> Dataset:
     """Run the recipe's view builders in order; always ends with an ``anchor`` first column."""
     for index, spec in enumerate(views):
@@ -77,5 +72,4 @@ def build_views(dataset: Dataset, views: Sequence[Mapping[str, Any]], context: V
 
 
 __all__ = ["ANCHOR", "LABEL", "VIEWS", "ViewContext", "anchor_view", "augcse_sample_view", "build_views", "cards_view",
-           "columns_view", "dropout_copy_view", "produced_columns", "register_view", "sda_view",
-           "validate_view_specs"]
+           "columns_view", "dropout_copy_view", "produced_columns", "register_view", "sda_view"]

@@ -8,7 +8,7 @@ is checked against the loss's roles before anything loads.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ class ViewContext:
     data_dir: Path | None = None
     run_dir: Path | None = None
     cache_dir: Path | None = None
-    extras: dict = field(default_factory=dict)
 
 
 ViewBuilder = Callable[..., Dataset]
@@ -88,8 +87,3 @@ def cached_augmentations(sentences: Sequence[str], names: Sequence[str], context
     out = cache_root(context) / "augment" / key[:20]
     return build_cache(list(sentences), list(names), out, seed=seed, n_process=n_process, params=params,
                        progress=False)
-
-
-def changed_or_original(texts: Sequence[str | None], changed: Sequence[bool], originals: Sequence[str]) -> list[str]:
-    """Each augmented text where its augmentation changed something (and left text), else the original."""
-    return [t if c and t and t.strip() else o for t, c, o in zip(texts, changed, originals)]
