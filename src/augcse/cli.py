@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from augcse import __version__
+from augcse.assets import AssetError
+from augcse.names import suggest
 
 
 DESCRIPTION = "Unsupervised contrastive sentence embeddings (SimCSE, AugCSE, SDA, VaSCL, CARDS) on sentence-transformers."
@@ -75,8 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from augcse.assets import AssetError
-
     try:
         return int(args.func(args) or 0)
     except (AssetError, ValueError, FileNotFoundError) as exc:
@@ -86,8 +86,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _refuse_unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     """An unknown sub-command: one line with the closest names (argparse's own message lists them all)."""
-    from augcse.names import suggest
-
     name = next((arg for arg in argv if not arg.startswith("-")), None)
     if name is not None:
         parser.error(f"unknown command {name!r}{suggest(name, COMMANDS)}; commands: {', '.join(COMMANDS)}")

@@ -23,8 +23,10 @@ from typing import Any
 
 import yaml
 
-from augcse.published import Published, Reported, published
+from augcse.published import SCORE_COLUMNS, Published, Reported, published
 from augcse.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
+from augcse.report.document import Document, Paragraph, Table
+from augcse.train import latest_checkpoint, run as train
 
 DEFAULT_SEEDS = (1, 11, 42, 68, 421)
 PAPER_SUITES = ("sts", "transfer")  # the papers' tables: 7 STS tasks, 7 SentEval transfer tasks
@@ -223,8 +225,6 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
     if run.recipe is None:
         _evaluate_model(run, data_dir)
         return True
-    from augcse.train import latest_checkpoint
-
     resume = latest_checkpoint(run.run_dir) is not None
     # a run stopped before its first complete checkpoint left nothing to keep: the plan owns its folders,
     # so it starts that run again (a run alive in the folder still holds its lock and is refused)
@@ -240,8 +240,6 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
         if completed.returncode != 0:
             raise RuntimeError(f"torchrun for {run.run_dir} exited with {completed.returncode}")
         return True
-    from augcse.train import run as train
-
     return not train(run.recipe, data_dir, resume=resume, overwrite=restart).get("stopped")
 
 
@@ -298,8 +296,6 @@ class Line:
 
 
 def _task_order(names: set[str]) -> list[str]:
-    from augcse.published import SCORE_COLUMNS
-
     known = [t for t in ("sts_avg", "transfer_avg", *SCORE_COLUMNS) if t in names]
     return list(dict.fromkeys(known)) + sorted(names - set(known))
 
@@ -327,8 +323,6 @@ def _fmt(value: float | None, signed: bool = False) -> str:
 
 def build_document(paper: Paper, runs: list[Run]):
     """Ours (mean ± sd, max over seeds, max − mean) beside each published figure, with Δ."""
-    from augcse.report.document import Document, Paragraph, Table
-
     doc = Document(f"Reproduction: {paper.title}")
     header = ["row", "task", "seeds", "ours mean ± sd", "ours max", "max − mean", "published", "reported as", "Δ"]
     body = []

@@ -17,6 +17,7 @@ import random
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
 
+from augcse.augment.parse import parse
 from augcse.augmentation_sets import SETS, expand
 
 if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
@@ -93,8 +94,6 @@ class Augmentation:
         """Rewrite every sentence of ``batch``; unchanged where the rule does not apply."""
         batch = list(batch)
         if self.needs_parse and docs is None:
-            from augcse.augment.parse import parse
-
             docs = parse(batch)
         out = []
         for i, text in enumerate(batch):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from augcse.augment.base import AugmentationError, get, resolve_names
+from augcse.augment.parse import parse
 
 FORMAT_VERSION = 1
 N_EXAMPLES = 3
@@ -74,8 +75,6 @@ def _build_shard(out_dir: str, index: int, sentences: list[str], names: list[str
     """Parse and augment one shard, then move it into place atomically. Returns its index."""
     import datasets
     from datasets import Dataset
-
-    from augcse.augment.parse import parse
 
     datasets.disable_progress_bars()
 

@@ -12,6 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from augcse import augment
+from augcse.augment.cache import CacheConflict, format_stats, load_stats
+from augcse.augment.parse import parse
+
 DEFAULT_AUGS = "all-rule-based"
 EXAMPLES = """examples:
   augcse augment --list
@@ -96,9 +100,6 @@ def check_args(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     check_args(args)
     params = parse_params(args.param)
-    from augcse import augment
-    from augcse.augment.cache import CacheConflict, format_stats, load_stats
-
     if args.list:
         print(f"{'name':34} {'meaning':18} needs")
         for name, cls in augment.REGISTRY.items():
@@ -131,9 +132,6 @@ def run(args: argparse.Namespace) -> int:
 
 def preview(sentence: str, names: list[str], params: dict[str, dict[str, Any]], seed: int) -> int:
     """One line per augmentation; explicit --augs includes model-based ones, which may report an error."""
-    from augcse import augment
-    from augcse.augment.parse import parse
-
     doc = parse([sentence])
     print(f"{'original':34} {sentence}")
     for name in names:

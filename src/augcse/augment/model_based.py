@@ -14,6 +14,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Sequence
 
+from augcse.assets import resolve_model
 from augcse.augment.base import Augmentation, AugmentationError, Meaning, clean_output, register, rng_for
 from augcse.augment.text import match_case
 
@@ -38,8 +39,6 @@ def _load(kind: str, name: str) -> tuple[Any, Any]:
 @lru_cache(maxsize=4)
 def _load_cached(kind: str, name: str) -> tuple[Any, Any]:
     import transformers
-
-    from augcse.assets import resolve_model
 
     path = resolve_model(name)
     model = getattr(transformers, kind).from_pretrained(path)

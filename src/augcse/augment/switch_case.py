@@ -14,6 +14,7 @@ import random
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Sequence
 
+from augcse.assets import resolve_model
 from augcse.augment.base import Augmentation, AugmentationError, Meaning, register, rng_for
 
 if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
@@ -27,8 +28,6 @@ def switch(word: str) -> str:
 @lru_cache(maxsize=4)
 def _tokenizer(name: str) -> Any:
     from transformers import AutoTokenizer
-
-    from augcse.assets import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(name))
 

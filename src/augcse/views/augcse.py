@@ -8,6 +8,7 @@ from typing import Any
 
 from datasets import Dataset
 
+from augcse.augment import resolve_names
 from augcse.views.base import LABEL, ViewContext, as_anchor, cached_augmentations, register_view, texts_of
 
 logger = logging.getLogger(__name__)
@@ -15,8 +16,6 @@ logger = logging.getLogger(__name__)
 
 def augmentation_names(augmentations: str | Sequence[str]) -> list[str]:
     """The augmentation library's names for a set name (``8-aug``…), a comma list or a list of names."""
-    from augcse.augment import resolve_names
-
     return resolve_names(augmentations)
 
 

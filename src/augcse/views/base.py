@@ -14,6 +14,9 @@ from typing import Any
 
 from datasets import Dataset
 
+from augcse.augment import build_cache
+from augcse.augment.cache import cache_key
+
 ANCHOR = "anchor"
 LABEL = "label"
 
@@ -80,9 +83,6 @@ def cache_root(context: ViewContext) -> Path:
 def cached_augmentations(sentences: Sequence[str], names: Sequence[str], context: ViewContext, seed: int,
                          params: dict[str, dict] | None = None, n_process: int = 1) -> Dataset:
     """Run each augmentation once over the sentences through the library's content-keyed cache."""
-    from augcse.augment import build_cache
-    from augcse.augment.cache import cache_key
-
     key = cache_key(list(sentences), list(names), params or {}, seed)
     out = cache_root(context) / "augment" / key[:20]
     return build_cache(list(sentences), list(names), out, seed=seed, n_process=n_process, params=params,
