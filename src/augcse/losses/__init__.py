@@ -14,12 +14,14 @@ from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Role, RoleError, RoleLoss, check_label_space
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
+from augcse.losses.heads import HEADS
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
 from augcse.losses.peers import CTLoss, TSDAELoss
 from augcse.losses.registry import TERMS
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
 from augcse.losses.vascl import VaSCLLoss
+from augcse.signatures import ParameterError, check_params, suggest
 
 LOSSES: dict[str, Callable[..., RoleLoss]] = {**TERMS, "composite": CompositeLoss}
 # the constructor parameter that states a loss's label space; left out of a recipe, it is passed on
@@ -47,9 +49,6 @@ def validate_loss(name: str, params: Mapping[str, Any], produced: Mapping[str, A
     parameters with the view's label set passed on where the recipe leaves it out. Raises a
     one-line ``ValueError`` (:class:`~augcse.signatures.ParameterError` or :class:`RoleError`).
     """
-    from augcse.losses.heads import HEADS
-    from augcse.signatures import ParameterError, check_params, suggest
-
     if name not in LOSSES:
         raise ParameterError(f"recipe key 'loss.name': unknown loss {name!r}{suggest(name, list(LOSSES))}")
     factory = LOSSES[name]

@@ -14,6 +14,7 @@ from typing import Any
 
 from datasets import Dataset
 
+from augcse.signatures import ParameterError, check_params, suggest
 from augcse.views import augcse, cards, generic, sda, tsdae  # noqa: F401  (each module registers its views)
 from augcse.views.augcse import augcse_sample_view
 from augcse.views.base import ANCHOR, LABEL, REMOVED, VIEWS, View, ViewContext, register_view
@@ -23,8 +24,6 @@ from augcse.views.sda import sda_view
 
 
 def _spec_params(spec: Any, index: int) -> tuple[View, dict[str, Any]]:
-    from augcse.signatures import ParameterError, check_params, suggest
-
     where = f"data.views[{index}]"
     if not isinstance(spec, Mapping) or "name" not in spec:
         raise ParameterError(f"recipe key {where!r} must be a mapping with a 'name', got {spec!r}")
@@ -40,8 +39,6 @@ def _spec_params(spec: Any, index: int) -> tuple[View, dict[str, Any]]:
 def produced_columns(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The columns the views will write, in order, without running them: column → ``None`` (text) or the
     label space ``{size, names, spec}``. Validates every view's name and parameters (one line each)."""
-    from augcse.signatures import ParameterError
-
     columns: dict[str, Any] = {"text": None}
     for index, spec in enumerate(specs):
         view, params = _spec_params(spec, index)
