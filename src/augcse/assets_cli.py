@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from augcse.assets import asset_table, data_dir
-
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -17,6 +15,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from augcse.assets import asset_table, data_dir
+
     data_dir(args.data_dir)  # a named data directory that does not exist: one line, exit 2
     rows = asset_table(args.data_dir)
     width = max(len(name) for _, name, _ in rows)

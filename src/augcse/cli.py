@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from augcse import __version__
-from augcse.assets import AssetError
 from augcse.names import suggest
 
 
@@ -77,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from augcse.assets import AssetError
+
     try:
         return int(args.func(args) or 0)
     except (AssetError, ValueError, FileNotFoundError) as exc:

@@ -12,8 +12,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from augcse.assets import resolve_model
-
 if TYPE_CHECKING:
     import numpy as np
     from sentence_transformers import SentenceTransformer
@@ -38,6 +36,8 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
         assert embeddings.shape == (2, 384)
     """
     from sentence_transformers import SentenceTransformer
+
+    from augcse.assets import resolve_model
 
     location = resolve_model(name_or_path)
     folder = Path(location)

@@ -26,7 +26,6 @@ import yaml
 from augcse.published import SCORE_COLUMNS, Published, Reported, published
 from augcse.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
 from augcse.report.document import Document, Paragraph, Table
-from augcse.train import latest_checkpoint, run as train
 
 DEFAULT_SEEDS = (1, 11, 42, 68, 421)
 PAPER_SUITES = ("sts", "transfer")  # the papers' tables: 7 STS tasks, 7 SentEval transfer tasks
@@ -225,6 +224,8 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
     if run.recipe is None:
         _evaluate_model(run, data_dir)
         return True
+    from augcse.train import latest_checkpoint
+
     resume = latest_checkpoint(run.run_dir) is not None
     # a run stopped before its first complete checkpoint left nothing to keep: the plan owns its folders,
     # so it starts that run again (a run alive in the folder still holds its lock and is refused)
@@ -240,6 +241,8 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
         if completed.returncode != 0:
             raise RuntimeError(f"torchrun for {run.run_dir} exited with {completed.returncode}")
         return True
+    from augcse.train import run as train
+
     return not train(run.recipe, data_dir, resume=resume, overwrite=restart).get("stopped")
 
 

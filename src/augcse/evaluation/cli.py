@@ -9,8 +9,6 @@ import os
 import time
 from pathlib import Path
 
-from augcse.assets import data_dir as resolve_data_dir
-from augcse.encode import load_model
 from augcse.names import suggest
 
 # secondary metrics printed beside the main score and saved by --save-to as "task/metric"
@@ -90,7 +88,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_cli(args: argparse.Namespace) -> int:
-    from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks, resolve_tasks  # numpy: not for --help
+    from augcse.evaluation.tasks import SUITES, TASKS, load_builtin_tasks, resolve_tasks  # not for --help
 
     if args.list:
         load_builtin_tasks()
@@ -101,6 +99,8 @@ def _run_cli(args: argparse.Namespace) -> int:
         raise ValueError("give a MODEL (a folder such as runs/NAME/final, or a model name), or --list")
     import torch
 
+    from augcse.assets import data_dir as resolve_data_dir
+    from augcse.encode import load_model
     from augcse.evaluation.suite import main_scores, run_tasks
 
     spec = ",".join(x for x in (args.tasks, args.suite) if x) or "sts"
