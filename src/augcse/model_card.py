@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from augcse.assets import AssetError, resolve_data
-from augcse.evaluation.tasks import TASKS, is_average, load_builtin_tasks
-from augcse.report.run_report import run_time, single_task_averages_dropped
 
 if TYPE_CHECKING:  # the card is written after training; importing this module stays light
     from torch import nn
@@ -69,6 +67,8 @@ class TaskScore:
 
 
 def task_kind(task: str) -> TaskKind:
+    from augcse.evaluation.tasks import TASKS, load_builtin_tasks
+
     load_builtin_tasks()
     registered = TASKS.get(task)
     for suite in getattr(registered, "suites", ()):
@@ -79,6 +79,8 @@ def task_kind(task: str) -> TaskKind:
 
 def eval_results(after: dict[str, float]) -> dict[TaskScore, dict[str, float]]:
     """Every task's main score (suite averages left out: they are no dataset) as evaluator results."""
+    from augcse.evaluation.tasks import is_average
+
     results: dict[TaskScore, dict[str, float]] = {}
     for task, value in after.items():
         if is_average(task) or "/" in task:
@@ -180,6 +182,8 @@ def augcse_section(recipe: Recipe, scores: dict, summary: dict, loss: nn.Module)
     else:
         lines.append("- **Kept model:** the last step (no dev task selected a checkpoint)")
     if summary.get("seconds") is not None:
+        from augcse.report.run_report import run_time
+
         lines.append(f"- **Run time:** {run_time(summary['seconds'])}")
     lines += ["", "### Scores (×100; STS: Spearman of cosine similarities)", "", score_markdown(scores), "",
               "### Recipe", "", "```yaml", recipe.to_yaml().rstrip(), "```", ""]
@@ -188,6 +192,9 @@ def augcse_section(recipe: Recipe, scores: dict, summary: dict, loss: nn.Module)
 
 def score_markdown(scores: dict) -> str:
     """Scores before/after with Δ; a suite "average" of a single task is left out (it repeats the task)."""
+    from augcse.evaluation.tasks import is_average
+    from augcse.report.run_report import single_task_averages_dropped
+
     scores = {stage: single_task_averages_dropped(values) for stage, values in scores.items()
               if isinstance(values, dict)}
     stages = [s for s in ("before", "after") if scores.get(s)]

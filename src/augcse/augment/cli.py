@@ -1,8 +1,8 @@
 """``augcse augment``: list, preview, or build a cached augmented corpus.
 
-Nothing heavy is imported at module level (the augmentation registry pulls in spaCy), so
-``augcse augment --help`` answers at once; every argument and ``--param`` is checked before the
-corpus is read or a model is loaded.
+The module imports the augmentation registry, which loads no spaCy, torch or model (spaCy comes with
+the first parse), so ``augcse augment --help`` answers at once; every argument and ``--param`` is
+checked before the corpus is read or a model is loaded.
 """
 
 from __future__ import annotations
