@@ -84,6 +84,8 @@ def test_sets():
     assert {"Casual2Formal", "DiverseParaphrase"} <= set(sets["8-aug"])
     assert sets["sda"] == ["PunctuationInsertion", "ModalVerbs", "DoubleNegation"]
     offline = sets["all-rule-based"]
+    assert offline == augment.rule_based(), "augcse.augmentation_sets: all-rule-based differs from the registry"
+    assert {n for members in sets.values() for n in members} <= set(augment.REGISTRY)
     assert "DiverseParaphrase" not in offline and "RandomContextualWordAugmentation" not in offline
     assert len(offline) >= 25 and "SwitchCase" in offline and "Negation" in offline
     assert "Casual2Formal" not in sets["8-2-aug"] and len(sets["8-2-aug"]) == 6

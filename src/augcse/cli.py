@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from augcse import __version__
+from augcse.names import suggest
 
 
 DESCRIPTION = "Unsupervised contrastive sentence embeddings (SimCSE, AugCSE, SDA, VaSCL, CARDS) on sentence-transformers."
@@ -86,8 +87,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _refuse_unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     """An unknown sub-command: one line with the closest names (argparse's own message lists them all)."""
-    from augcse.names import suggest
-
     name = next((arg for arg in argv if not arg.startswith("-")), None)
     if name is not None:
         parser.error(f"unknown command {name!r}{suggest(name, COMMANDS)}; commands: {', '.join(COMMANDS)}")

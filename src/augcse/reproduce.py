@@ -26,8 +26,9 @@ from typing import Any
 import yaml
 
 from augcse import paper_settings
-from augcse.published import Published, Reported, published
+from augcse.published import SCORE_COLUMNS, Published, Reported, published
 from augcse.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
+from augcse.report.document import Document, Paragraph, Table
 
 DEFAULT_SEEDS = (1, 11, 42, 68, 421)
 # the papers' tables: 7 STS tasks, 7 SentEval transfer tasks, VaSCL's short-text clustering and few-shot intent
@@ -401,8 +402,6 @@ class Line:
 
 
 def _task_order(names: set[str]) -> list[str]:
-    from augcse.published import SCORE_COLUMNS
-
     known = [t for t in ("sts_avg", "transfer_avg", *SCORE_COLUMNS) if t in names]
     return list(dict.fromkeys(known)) + sorted(names - set(known))
 
@@ -441,8 +440,6 @@ def _fmt(value: float | None, signed: bool = False) -> str:
 
 def build_document(paper: Paper, runs: list[Run]):
     """Ours (mean ± sd, the best seed's run, best − mean) beside each published figure, with Δ."""
-    from augcse.report.document import Document, Paragraph, Table
-
     doc = Document(f"Reproduction: {paper.title}")
     header = ["row", "task", "seeds", "ours mean ± sd", "ours best seed", "best − mean", "published", "reported as",
               "Δ"]

@@ -1,5 +1,8 @@
 """The papers' text augmentations as one library: registered, seeded, sharing one parse, cached.
 
+Importing the package registers every family (about 0.1 s: spaCy, WordNet and the word lists load on
+first use, not on import), so the registry is complete wherever one of its modules is used.
+
 >>> from augcse import augment
 >>> augment.augment_batch(["SDA"], ["He travelled widely in Europe."])  # doctest: +SKIP
 >>> augment.get("Negation").apply(["He travelled widely in Europe."])  # doctest: +SKIP
@@ -8,22 +11,36 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from augcse.augment import (  # noqa: F401 - importing a family registers its augmentations
+    gazetteer,
+    lexical,
+    model_based,
+    random_word,
+    sda,
+    switch_case,
+    syntax,
+    wordnet_based,
+)
+from augcse.augment.api import augment_batch
+from augcse.augment.base import (
+    REGISTRY,
+    SETS,
+    Augmentation,
+    AugmentationError,
+    Meaning,
+    canonical_name,
+    get,
+    register,
+    resolve_names,
+    rng_for,
+    rule_based,
+    validate_params,
+)
+from augcse.augment.cache import build_cache, load_cache
+from augcse.augment.parse import parse
 
 __all__ = [
     "REGISTRY", "SETS", "Augmentation", "AugmentationError", "Meaning", "augment_batch", "build_cache",
     "canonical_name", "get", "load_cache", "parse", "register", "resolve_names", "rng_for", "rule_based",
     "validate_params",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """Load the registry (and spaCy with it) only when a name of the library is first used."""
-    if name in __all__:
-        return getattr(importlib.import_module("augcse.augment.api"), name)
-    raise AttributeError(f"module 'augcse.augment' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)

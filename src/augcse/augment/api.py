@@ -1,42 +1,16 @@
-"""The library's entry points: the registry with every family registered, the named sets, batch augmentation.
+"""Batch augmentation: every named augmentation on a list of sentences, each parsed once, in parallel.
 
-Importing this module registers every augmentation family (and so imports spaCy); the package
-``augcse.augment`` loads it on first use, so that ``augcse augment --help`` stays instant.
+Every sentence's randomness depends only on (seed, name, text), so the chunks a process pool works on
+give the same outputs as one process.
 """
 
 from __future__ import annotations
 
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Sequence
 
-from augcse.augment import (  # noqa: F401 - importing a family registers its augmentations
-    gazetteer,
-    lexical,
-    model_based,
-    random_word,
-    sda,
-    switch_case,
-    syntax,
-    wordnet_based,
-)
-from augcse.augment.base import (
-    REGISTRY,
-    SETS,
-    Augmentation,
-    AugmentationError,
-    Meaning,
-    canonical_name,
-    get,
-    register,
-    resolve_names,
-    rng_for,
-    rule_based,
-    validate_params,
-)
+from augcse.augment.base import Augmentation, get, resolve_names
 from augcse.augment.parse import parse
-
-SETS["all-rule-based"] = rule_based()
 
 
 def _instances(names: Sequence[str], params: dict[str, dict[str, Any]] | None) -> list[Augmentation]:
@@ -69,17 +43,3 @@ def augment_batch(names: Sequence[str] | str, sentences: Sequence[str], seed: in
         parts = list(pool.map(_augment_chunk, [names] * len(chunks), chunks, [seed] * len(chunks),
                               [params] * len(chunks)))
     return {name: [s for part in parts for s in part[name]] for name in names}
-
-
-from augcse.augment.cache import build_cache, load_cache  # noqa: E402 - cache imports base only
-
-__all__ = [
-    "REGISTRY", "SETS", "Augmentation", "AugmentationError", "Meaning", "augment_batch", "build_cache",
-    "canonical_name", "get", "load_cache", "parse", "register", "resolve_names", "rng_for", "rule_based",
-    "validate_params",
-]
-
-# Bind the names on the package too: importing the submodule ``parse`` set ``augcse.augment.parse`` to the
-# module, which must not shadow the function of the same name.
-for _name in __all__:
-    setattr(sys.modules[__package__], _name, globals()[_name])

@@ -4,6 +4,9 @@ An augmentation is a small class: metadata (``name``, ``meaning``, ``needs``, ``
 parameters, and ``rewrite(text, rng, doc)`` for one sentence. The base class turns that into a
 batch ``apply`` whose randomness comes from (seed, name, sentence text) only, so results do not depend
 on batch order, process count or any global random state.
+
+The registry is complete wherever this module is used: Python imports the package ``augcse.augment``
+before any of its modules, and the package imports every family.
 """
 
 from __future__ import annotations
@@ -11,13 +14,17 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
-import importlib
 import random
 from enum import Enum
-from typing import Any, ClassVar, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Sequence
 
 from pydantic import create_model
-from spacy.tokens import Doc
+
+from augcse.augment.parse import parse
+from augcse.augmentation_sets import SETS, expand
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc
 
 from augcse.schema import NonNegativeInt, PositiveInt, Probability, Section, validate
 
@@ -86,8 +93,6 @@ class Augmentation:
         """Rewrite every sentence of ``batch``; unchanged where the rule does not apply."""
         batch = list(batch)
         if self.needs_parse and docs is None:
-            from augcse.augment.parse import parse
-
             docs = parse(batch)
         out = []
         for i, text in enumerate(batch):
@@ -155,14 +160,8 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
     return f" (did you mean {lowered[close[0]]}?)" if close else ""
 
 
-def _load_families() -> None:
-    """Register every family (a worker process may import this module alone)."""
-    importlib.import_module("augcse.augment.api")
-
-
 def canonical_name(name: str) -> str:
     """The registered spelling of an augmentation name, looked up case-insensitively."""
-    _load_families()
     if name in REGISTRY:
         return name
     by_lower = {n.lower(): n for n in REGISTRY}
@@ -185,59 +184,16 @@ def get(name: str, **params: Any) -> Augmentation:
 
 
 # --------------------------------------------------------------------------- named sets
-# AugCSE Table 3 typography (docs/AUGMENTATIONS.md). 12-Aug is the list in the authors' run script.
-_AUG4 = ["DiverseParaphrase", "TenseTransformation", "RandomSwap", "ContractionExpansions"]
-# 8-Aug is a reconstruction (the orange colouring is lost in the paper's text): 4-Aug + Casual2Formal +
-# the three 12-Aug items with the best single-augmentation positive STS-B in Fig. 6 (all 0.83).
-_AUG8 = _AUG4 + ["Casual2Formal", "DiscourseMarkerSubstitution", "SentenceAuxiliaryNegationRemoval",
-                 "SentenceSubjectObjectSwitch"]
-_AUG12 = [
-    "ContractionExpansions", "DiverseParaphrase", "Casual2Formal", "SentenceAuxiliaryNegationRemoval",
-    "TenseTransformation", "DiscourseMarkerSubstitution", "SentenceSubjectObjectSwitch", "RandomSwap",
-    "CityNamesTransformation", "SentenceAdjectivesAntonymsSwitch", "YodaPerturbation", "SentenceReordering",
-]
-_AUG16 = _AUG12 + ["ColorTransformation", "RandomWordAugmentation", "GenderSwap", "NumericToWord"]
-_LM = ("DiverseParaphrase", "Casual2Formal")
-
-
-def _without_lm(names: list[str]) -> list[str]:
-    return [n for n in names if n not in _LM]
-
-
-SETS: dict[str, list[str]] = {
-    "4-aug": _AUG4,
-    "8-aug": _AUG8,
-    "12-aug": _AUG12,
-    "16-aug": _AUG16,
-    # AugCSE Table 9 "n-2-Aug": the same sets without the two LM-based rewrites (runnable offline).
-    "4-1-aug": _without_lm(_AUG4),
-    "8-2-aug": _without_lm(_AUG8),
-    "12-2-aug": _without_lm(_AUG12),
-    "16-2-aug": _without_lm(_AUG16),
-    "sda": ["PunctuationInsertion", "ModalVerbs", "DoubleNegation"],
-}
-
+# The sets are plain data in augcse.augmentation_sets (the losses read them too); SETS is re-exported here.
 
 def rule_based() -> list[str]:
     """Every registered augmentation that needs no model weights."""
-    _load_families()
     return [n for n, cls in REGISTRY.items() if not any(x.startswith("model:") for x in cls.needs)]
 
 
 def resolve_names(spec: str | Sequence[str]) -> list[str]:
     """Expand a set name or a comma list (mixing sets and names, any case) into augmentation names."""
-    _load_families()
-    items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
-    sets = {k.lower(): v for k, v in SETS.items()}
-    names: list[str] = []
-    for item in filter(None, items):
-        expanded = SETS.get(item) or sets.get(item.lower())
-        for name in expanded if expanded is not None else [canonical_name(item)]:
-            if name not in names:
-                names.append(name)
-    if not names:
-        raise ValueError(f"no augmentation named in {spec!r}")
-    return names
+    return expand(spec, canonical_name)
 
 
 def validate_params(params: dict[str, dict[str, Any]], names: Sequence[str]) -> dict[str, dict[str, Any]]:

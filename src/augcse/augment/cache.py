@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 from augcse.assets import AssetError, wordnet
 from augcse.augment.base import AugmentationError, get, resolve_names
+from augcse.augment.parse import parse
 
 FORMAT_VERSION = 1
 logger = logging.getLogger(__name__)
@@ -122,8 +123,6 @@ def _build_shard(out_dir: str, index: int, sentences: list[str], names: list[str
     """Parse and augment one shard, then move it into place atomically. Returns its index."""
     import datasets
     from datasets import Dataset
-
-    from augcse.augment.parse import parse
 
     datasets.disable_progress_bars()
 

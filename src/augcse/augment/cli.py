@@ -1,8 +1,8 @@
 """``augcse augment``: list, preview, or build a cached augmented corpus.
 
-Nothing heavy is imported at module level (the augmentation registry pulls in spaCy), so
-``augcse augment --help`` answers at once; every argument and ``--param`` is checked before the
-corpus is read or a model is loaded.
+The module imports the augmentation registry, which loads no spaCy, torch or model (spaCy comes with
+the first parse), so ``augcse augment --help`` answers at once; every argument and ``--param`` is
+checked before the corpus is read or a model is loaded.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from augcse import augment
+from augcse.augment.cache import CacheConflict, format_stats, load_stats
+from augcse.augment.parse import parse
 
 DEFAULT_AUGS = "all-rule-based"
 EXAMPLES = """examples:
@@ -107,9 +111,6 @@ def check_args(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     check_args(args)
     params = parse_params(args.param)
-    from augcse import augment
-    from augcse.augment.cache import CacheConflict, format_stats, load_stats
-
     if args.list:
         print(f"{'name':34} {'meaning':18} needs")
         for name, cls in augment.REGISTRY.items():
@@ -152,9 +153,6 @@ def run(args: argparse.Namespace) -> int:
 
 def preview(sentence: str, names: list[str], params: dict[str, dict[str, Any]], seed: int) -> int:
     """One line per augmentation; explicit --augs includes model-based ones, which may report an error."""
-    from augcse import augment
-    from augcse.augment.parse import parse
-
     doc = parse([sentence])
     print(f"{'original':34} {sentence}")
     for name in names:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
-
-from spacy.tokens import Doc, Span
+from typing import TYPE_CHECKING
 
 from augcse.augment.base import NL_AUGMENTER, Augmentation, Meaning, register
 from augcse.augment.lexicon import geonames
 from augcse.augment.text import Edits
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc, Span
 
 PLACE_LABELS = ("GPE", "LOC")
 

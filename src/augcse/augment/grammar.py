@@ -1,10 +1,13 @@
-"""Grammar helpers shared by the parse-based rules: negation, do-support, subject number."""
+"""Grammar helpers shared by the parse-based rules: clitic stems, do-support, the ROOT, subject and its number."""
 
 from __future__ import annotations
 
-from spacy.tokens import Doc, Span, Token
+from typing import TYPE_CHECKING
 
-NEGATIONS = {"no", "not", "n't", "never"}
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc, Span, Token
+
+
 # Clitic stems spaCy leaves after splitting a negative contraction ("ca n't", "wo n't", "sha n't").
 CLITIC_STEMS = {"ca": "can", "wo": "will", "sha": "shall", "ai": "is"}
 BE_FORMS = {"am", "is", "are", "was", "were", "be", "been", "being", "'s", "'re", "'m"}
@@ -15,15 +18,6 @@ PLURAL_PRONOUNS = {"we", "they", "you", "i", "these", "those", "us", "them", "me
 def do_form(tag: str) -> str:
     """The do-support auxiliary that carries the tense of a verb with Penn tag ``tag``."""
     return {"VBZ": "does", "VBD": "did"}.get(tag, "do")
-
-
-def is_negation(tok: Token) -> bool:
-    return tok.lower_ in {"not", "n't", "no"} and tok.dep_ == "neg" or tok.lower_ in {"not", "n't"}
-
-
-def negation_child(tok: Token) -> Token | None:
-    """The negation word attached to ``tok`` (its ``neg`` child), if any."""
-    return next((c for c in tok.children if c.dep_ == "neg"), None)
 
 
 def root_of(doc: Doc | Span) -> Token:
@@ -44,8 +38,3 @@ def is_plural(tok: Token | None) -> bool:
     if tok.tag_ in ("NNS", "NNPS"):
         return True
     return any(c.dep_ == "conj" for c in tok.children)
-
-
-def restore_stem(tok: Token) -> str:
-    """The full form of a clitic stem left by a negative contraction ("ca" -> "can")."""
-    return CLITIC_STEMS.get(tok.lower_, tok.text) if tok.lower_ in CLITIC_STEMS else tok.text

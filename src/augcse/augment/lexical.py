@@ -5,14 +5,15 @@ from __future__ import annotations
 import random
 import re
 from functools import lru_cache
-from typing import Callable, Mapping
-
-from spacy.tokens import Doc, Token
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from augcse.augment.base import NL_AUGMENTER, Augmentation, Meaning, register
 from augcse.augment.lexicon import colour_names, discourse_markers, first_names, gender_pairs
 from augcse.augment.numbers import spell_numbers
 from augcse.augment.text import Edits, match_case
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc, Token
 
 
 def _phrase_at(doc: Doc, i: int, phrases: dict[str, object], max_words: int) -> tuple[str, int] | None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from lemminflect import getInflection
-
 from augcse.assets import wordnet
 
 WORDLISTS = Path(__file__).parent / "wordlists"
@@ -94,6 +92,8 @@ def inflect(lemma: str, tag: str, like: str | None = None) -> str:
         k = 0 if tag.startswith("VB") else len(words) - 1
         words[k] = inflect(words[k], tag)
         return " ".join(words)
+    from lemminflect import getInflection  # deferred: lemminflect imports spaCy (about 1 s), not needed to register
+
     forms = getInflection(lemma, tag=tag)
     if not forms:
         return lemma

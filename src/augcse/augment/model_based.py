@@ -17,13 +17,15 @@ import re
 import socket
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import urlparse
-from typing import Any, Sequence
 
-from spacy.tokens import Doc
-
+from augcse.assets import resolve_model
 from augcse.augment.base import Augmentation, AugmentationError, Meaning, clean_output, register, rng_for
 from augcse.augment.text import match_case
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc
 
 NLPAUG = "nlpaug (Ma 2019), added to NL-Augmenter by AugCSE (App. A.2)"
 WORD = re.compile(r"^[A-Za-z]+$")
@@ -57,8 +59,6 @@ def hub_unreachable(timeout: float = 3.0) -> str | None:
 @lru_cache(maxsize=4)
 def _load_cached(kind: str, name: str) -> tuple[Any, Any]:
     import transformers
-
-    from augcse.assets import resolve_model
 
     path = resolve_model(name)
     if path == name and not Path(name).expanduser().is_dir() and (reason := hub_unreachable()) is not None:

@@ -37,7 +37,6 @@ CENT = ("cent", "cents")
 MAGNITUDES = {"k": "thousand", "thousand": "thousand", "m": "million", "mn": "million", "million": "million",
               "bn": "billion", "b": "billion", "billion": "billion", "tn": "trillion", "trillion": "trillion"}
 SIGNS = {"-": "minus", "−": "minus", "+": "plus"}
-OPERATORS = {"=": "=", "<": "<", ">": ">", "≤": "≤", "≥": "≥"}
 DENOMINATORS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
 
 _CUR_PRE = r"US\$|USD|EUR|GBP|JPY|INR|[$€£¥₹]"

@@ -6,11 +6,12 @@ optionally in several processes) and the resulting ``Doc`` objects are handed to
 
 from __future__ import annotations
 
-from typing import Sequence
-
-from spacy.tokens import Doc
+from typing import TYPE_CHECKING, Sequence
 
 from augcse.assets import load_spacy
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc
 
 
 def parse(sentences: Sequence[str], n_process: int = 1, batch_size: int = 256) -> list[Doc]:

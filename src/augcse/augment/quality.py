@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from augcse.assets import resolve_model
+
 
 def similarity(originals: Sequence[str], augmented: Sequence[str], encoder: Any, batch_size: int = 64) -> list[float]:
     """Cosine similarity of each (original, augmented) pair; ``encoder`` is a SentenceTransformer or a name."""
@@ -20,8 +22,6 @@ def similarity(originals: Sequence[str], augmented: Sequence[str], encoder: Any,
 
     if isinstance(encoder, str):
         from sentence_transformers import SentenceTransformer
-
-        from augcse.assets import resolve_model
 
         encoder = SentenceTransformer(resolve_model(encoder))
     a = encoder.encode(list(originals), batch_size=batch_size, convert_to_tensor=True)
@@ -31,8 +31,6 @@ def similarity(originals: Sequence[str], augmented: Sequence[str], encoder: Any,
 
 def _load(kind: str, model_name_or_path: str) -> tuple[Any, Any]:
     import transformers
-
-    from augcse.assets import resolve_model
 
     path = resolve_model(model_name_or_path)
     model = getattr(transformers, kind).from_pretrained(path)
@@ -73,8 +71,6 @@ def causal_log_likelihood(sentences: Sequence[str], model_name_or_path: str, max
 
     if model is None:
         import transformers
-
-        from augcse.assets import resolve_model
 
         path = resolve_model(model_name_or_path)
         lm = transformers.AutoModelForCausalLM.from_pretrained(path, **load_kwargs).eval()

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import random
 
-from typing import Callable, ClassVar
-
-from spacy.tokens import Doc
+from typing import TYPE_CHECKING, Callable, ClassVar
 
 from augcse.augment.base import Augmentation, Meaning, register
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc
 
 NLPAUG = "nlpaug RandomWordAug (Ma 2019), added to NL-Augmenter by AugCSE (App. A.2)"
 

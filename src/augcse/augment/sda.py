@@ -9,14 +9,15 @@ both variants implement the intended rule; docs/AUGMENTATIONS.md lists the diffe
 from __future__ import annotations
 
 import random
-from typing import Callable
-
-from spacy.tokens import Doc, Token
+from typing import TYPE_CHECKING, Callable
 
 from augcse.augment.base import Augmentation, Meaning, register
 from augcse.augment.grammar import BE_FORMS, CLITIC_STEMS, MODAL_LIKE, do_form, root_of
 from augcse.augment.lexicon import inflect
 from augcse.augment.text import Edits, capitalize_first, decapitalize
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc, Token
 
 VARIANTS = ("code", "paper")
 CLAUSE_DEPS = {"acl", "advcl", "ccomp", "csubj", "csubjpass", "relcl", "xcomp"}
@@ -29,12 +30,6 @@ TEMPLATES = (
 
 def _is_punct(tok: Token) -> bool:
     return tok.is_punct or tok.pos_ == "PUNCT"
-
-
-def _prefix(doc: Doc, phrase: str) -> str:
-    """``phrase`` + the sentence, with the old first word lower-cased where it is not a name."""
-    first = doc[0]
-    return f"{phrase} {Edits(doc).replace(0, decapitalize(first)).render()}"
 
 
 def _first_change(text: str, rules: list[Callable[[], str | None]]) -> str | None:

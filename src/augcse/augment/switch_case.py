@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import random
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from spacy.tokens import Doc
-
+from augcse.assets import resolve_model
 from augcse.augment.base import Augmentation, AugmentationError, Meaning, register, rng_for
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc
 
 
 def switch(word: str) -> str:
@@ -26,8 +28,6 @@ def switch(word: str) -> str:
 @lru_cache(maxsize=4)
 def _tokenizer(name: str) -> Any:
     from transformers import AutoTokenizer
-
-    from augcse.assets import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(name))
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import random
-
-from spacy.tokens import Doc, Span, Token
+from typing import TYPE_CHECKING
 
 from augcse.augment.base import NL_AUGMENTER, Augmentation, Meaning, register
 from augcse.augment.grammar import BE_FORMS, CLITIC_STEMS, is_plural, root_of, subject_of
 from augcse.augment.lexicon import inflect
 from augcse.augment.text import Edits, capitalize_first, decapitalize, match_case
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc, Span, Token
 
 
 # --------------------------------------------------------------------------- negation removal

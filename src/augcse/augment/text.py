@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from spacy.tokens import Doc, Token
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc, Token
+
 
 ATTACHED = (",", ".", ";", ":", "!", "?")
 

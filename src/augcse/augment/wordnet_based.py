@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import random
+from typing import TYPE_CHECKING
 
-from spacy.tokens import Doc, Token
+import random
 
 from augcse.augment.base import NL_AUGMENTER, Augmentation, Meaning, register
 from augcse.augment.lexicon import antonyms, inflect, related_nouns, synonyms
 from augcse.augment.text import Edits, match_case
+
+if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
+    from spacy.tokens import Doc, Token
 
 
 def _form(tok: Token, lemma: str) -> str:

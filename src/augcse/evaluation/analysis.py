@@ -105,31 +105,3 @@ def analysis_table(
         row.update(downstream.get(name, {}))
         rows.append(row)
     return rows
-
-
-def gpt2_perplexity(model_name: str = "gpt2", batch_size: int = 16, device: str | None = None) -> Callable:
-    """A ``texts -> perplexities`` function with a causal LM from transformers (default ``gpt2``)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_name)
-    model = AutoModelForCausalLM.from_pretrained(model_name).eval()
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model.to(device)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-
-    @torch.no_grad()
-    def score(texts: list[str]) -> list[float]:
-        out: list[float] = []
-        for i in range(0, len(texts), batch_size):
-            batch = [tokenizer.bos_token + t for t in texts[i : i + batch_size]]
-            enc = tokenizer(batch, return_tensors="pt", padding=True).to(device)
-            logits = model(**enc).logits[:, :-1]
-            target = enc["input_ids"][:, 1:]
-            mask = enc["attention_mask"][:, 1:].float()
-            nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")
-            out += torch.exp((nll * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()
-        return out
-
-    return score

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from augcse.names import suggest
+
 STAGES = ("before", "after")  # the stages of a run's eval.json (augcse report and compare read them)
 # secondary metrics printed beside the main score and saved by --save-to as "task/metric"
 DETAIL_METRICS = ("mean", "wmean", "nmi", "5shot", "10shot", "20shot", "alignment")
@@ -162,7 +164,6 @@ def _run_cli(args: argparse.Namespace) -> int:
         names = list(dict.fromkeys(variant_of(n, "original") for n in names))
     if args.pooler is not None:
         from augcse.modules import POOLERS
-        from augcse.names import suggest
 
         if args.pooler not in POOLERS:
             raise ValueError(f"unknown pooler {args.pooler!r}{suggest(args.pooler, POOLERS)}; "

@@ -189,5 +189,3 @@ def _register_all() -> None:
 
 
 _register_all()
-
-STS7 = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]

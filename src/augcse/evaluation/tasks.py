@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from augcse.download import checksums, source_of
+from augcse.names import suggest
 
 Encoder = Callable[[Sequence[str]], np.ndarray]
 
@@ -209,8 +210,6 @@ def resolve_tasks(spec: str | Sequence[str]) -> list[str]:
         elif raw.lower() in by_lower:
             names = [by_lower[raw.lower()]]
         else:
-            from augcse.names import suggest
-
             raise ValueError(f"unknown task or suite {raw!r}{suggest(raw, [*TASKS, *SUITES])}; "
                              f"tasks: {', '.join(TASKS)}; suites: {', '.join(SUITES)}")
         out += [n for n in names if n not in out]

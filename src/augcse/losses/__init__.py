@@ -15,21 +15,16 @@ from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Role, RoleError, RoleLoss, check_label_space
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
+from augcse.losses.heads import HEADS
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
-from augcse.losses.peers import PEERS, CTLoss, TSDAELoss
+from augcse.losses.peers import CTLoss, TSDAELoss
+from augcse.losses.registry import TERMS
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
 from augcse.losses.vascl import VaSCLLoss
+from augcse.schema import RecipeError
 
-LOSSES: dict[str, Callable[..., RoleLoss]] = {
-    "simcse": SimCSELoss,
-    "augcse": AugCSELoss,
-    "sda": SDALoss,
-    "vascl": VaSCLLoss,
-    "cards": CARDSLoss,
-    "composite": CompositeLoss,
-    **PEERS,  # sentence-transformers' TSDAE and CT
-}
+LOSSES: dict[str, Callable[..., RoleLoss]] = {**TERMS, "composite": CompositeLoss}
 # the constructor parameter that states a loss's label space; left out of a recipe, it is passed on
 # from the view that writes the label column (one source of truth)
 LABEL_PARAMETERS: dict[str, str] = {"augcse": "augmentations"}
@@ -67,8 +62,6 @@ def validate_loss(name: str, params: Mapping[str, Any], produced: Mapping[str, A
     parameters with every default filled in and the view's label set passed on where the recipe leaves
     it out. Raises a one-line ``ValueError`` (:class:`~augcse.schema.RecipeError` or :class:`RoleError`).
     """
-    from augcse.schema import RecipeError
-
     factory = LOSSES[name]  # the name was checked by the recipe schema
     params = _pass_on_labels(name, dict(params), produced or {})
     filled = loss_settings(name, params, lookup=_parameters)
@@ -101,4 +94,4 @@ def bind_dataset(loss: RoleLoss, dataset) -> None:
 __all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CompositeLoss", "Contract", "ContrastiveLoss",
            "KeyBlock", "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "TSDAELoss", "VaSCLLoss",
            "bind_dataset",
-           "contrast", "info_nce", "register_loss", "symmetric_info_nce", "validate_loss"]
+           "contrast", "info_nce", "symmetric_info_nce", "validate_loss"]

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from augcse.augmentation_sets import expand
 from augcse.loss_parameters import AugCSEParameters
 from augcse.losses.base import Contract, ContrastiveLoss, LabelSpace, Role
 from augcse.losses.grl import GradientReversal
@@ -45,12 +46,14 @@ VARIANTS: dict[str, Variant] = {
 
 
 def label_space(augmentations: int | str | Sequence[str]) -> LabelSpace:
-    """K = #augmentations + 1 classes (the last: unchanged); names resolved by the augmentation library."""
+    """K = #augmentations + 1 classes (the last: unchanged); set names expanded from the named sets.
+
+    The loss does not load the augmentation library: a name outside the sets is taken as written (the
+    view, which resolves it against the registry, is the one source of truth in a recipe).
+    """
     if isinstance(augmentations, int):
         return LabelSpace(augmentations + 1, None, augmentations)
-    from augcse.augment import resolve_names
-
-    names = tuple(resolve_names(augmentations))
+    names = tuple(expand(augmentations))
     return LabelSpace(len(names) + 1, names, augmentations)
 
 

@@ -108,8 +108,12 @@ class Contract:
 
 
 def check_label_space(want: LabelSpace, have: LabelSpace, who: str = "the loss") -> None:
-    """One line when the loss's label space and the view's differ (one set of classes, stated once)."""
-    if want.size != have.size or (want.names and have.names and tuple(want.names) != tuple(have.names)):
+    """One line when the loss's label space and the view's differ (one set of classes, stated once).
+
+    Names compare case-insensitively: the loss keeps names as written, the view spells them as registered.
+    """
+    if want.size != have.size or (want.names and have.names and
+                                  [n.lower() for n in want.names] != [n.lower() for n in have.names]):
         raise RoleError(f"{who} expects {want.size} label classes ({want.spec!r}) but the view writes "
                         f"{have.size} ({have.spec!r}); state the set once, in the view")
 

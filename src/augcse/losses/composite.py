@@ -19,17 +19,12 @@ from augcse.loss_parameters import CompositeParameters, loss_settings
 from augcse.losses.base import (
     DROPOUT_COPY, LABEL, Contract, Role, RoleError, RoleLoss, by_role, check_label_space, embed_sources,
 )
-
-
-def _registry() -> dict:
-    from augcse.losses import LOSSES
-
-    return LOSSES
+from augcse.losses.registry import TERMS
 
 
 def _parameters(name: str):
     """A term loss's declared parameters (the registered class's, so the library's losses are covered)."""
-    return _registry()[name].Parameters
+    return TERMS[name].Parameters
 
 
 def term_sources(contract: Contract, inputs: Mapping[str, Any], columns: Sequence[str], who: str) -> dict[str, list[str]]:
@@ -104,7 +99,7 @@ class CompositeLoss(RoleLoss):
         self.terms = nn.ModuleDict()
         self.specs: list[dict[str, Any]] = []
         for spec in config["terms"]:
-            term = _registry()[spec["loss"]](model, **spec["params"])
+            term = TERMS[spec["loss"]](model, **spec["params"])
             term._modules.pop("model", None)  # share the model without registering (and saving) it per term
             term.__dict__["model"] = model
             self.terms[spec["name"]] = term
@@ -118,11 +113,10 @@ class CompositeLoss(RoleLoss):
     def contract_for(cls, params: Mapping[str, Any]) -> Contract:
         """One role per column some term reads (required when a term cannot do without it); the label space
         of the terms that read labels (they must agree)."""
-        losses = _registry()
         roles: dict[str, Role] = {}
         labels = None
         for index, spec in enumerate(params.get("terms") or []):
-            factory = losses[spec["loss"]]
+            factory = TERMS[spec["loss"]]
             where = f"loss.params.terms[{index}].params"
             contract = factory.contract_for(loss_settings(spec["loss"], spec.get("params") or {}, where,
                                                           lookup=_parameters))

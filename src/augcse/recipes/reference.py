@@ -25,6 +25,16 @@ import yaml
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from augcse.evaluation.tasks import SUITES, TASK_MODULES, TASKS, load_builtin_tasks
+from augcse.losses import LABEL_PARAMETERS, LOSSES
+from augcse.modules import POOLERS
+from augcse.recipes.config import RECIPE_DIR, Recipe, RecipeSection, TrainingRanges, builtin_recipes
+from augcse.report.document import markdown_row, markdown_rule
+from augcse.schema import describe
+from augcse.train import training_arguments
+from augcse.views import VIEWS
+from augcse.views.base import REMOVED
+
 COMMAND = "python -m augcse.recipes.reference > docs/RECIPES.md"
 MACHINE_DEPENDENT = ("use_cpu",)  # trainer defaults that depend on the machine, left out of the table
 
@@ -102,7 +112,6 @@ def references(obj: Any) -> list[str]:
 
 
 def type_name(hint: Any) -> str:
-    from augcse.schema import describe
 
     if isinstance(hint, str):
         return hint
@@ -159,8 +168,6 @@ def defaults(fn: Callable, skip: Sequence[str]) -> dict[str, Any]:
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
-    from augcse.report.document import markdown_row, markdown_rule
-
     rows = list(rows)
     if not rows:
         return []
@@ -172,8 +179,6 @@ def qualified(obj: Any) -> str:
 
 
 def recipe_section() -> list[str]:
-    from augcse.recipes.config import Recipe, RecipeSection, TrainingRanges
-
     out = ["## Recipe keys", "",
            "Unknown keys and values of the wrong type or outside their range are refused before anything loads "
            "(no torch, model, spaCy pipeline or data file), in one line naming the key, with a *did you mean* for "
@@ -219,9 +224,6 @@ def training_defaults() -> list[tuple[str, str, str]]:
     """The trainer arguments augcse sets for a recipe with a dev task, beside the library's own defaults."""
     from sentence_transformers import SentenceTransformerTrainingArguments
 
-    from augcse.recipes.config import Recipe
-    from augcse.train import training_arguments
-
     ours = training_arguments(Recipe(name="reference", output_dir="runs"), has_dev=True, total_steps=1000)
     theirs = SentenceTransformerTrainingArguments(output_dir="runs/reference", use_cpu=ours.use_cpu)
     rows = []
@@ -243,8 +245,6 @@ def _plain(obj: Any) -> Any:
 
 
 def losses_section() -> list[str]:
-    from augcse.losses import LABEL_PARAMETERS, LOSSES
-
     out = ["## Losses", "",
            "`loss.name` picks one; `loss.params` are its constructor's keyword parameters (`model` is supplied). "
            "**One rule for every parameter, the train-only `head` included: the loss's own default stands unless "
@@ -288,8 +288,6 @@ def roles(factory: Any, name: str, label_parameter: str | None) -> list[str]:
 
 
 def views_section() -> list[str]:
-    from augcse.views import VIEWS
-
     out = ["## Views", "",
            "`data.views` is a list of view builders run in order on the corpus (its `text` column), each "
            "`{name: NAME, parameter: value, …}`; with none, the dataset is the single `anchor` column.", ""]
@@ -300,8 +298,6 @@ def views_section() -> list[str]:
         except Exception:  # outputs that need a required parameter
             written = None
         if written is not None:
-            from augcse.views.base import REMOVED
-
             columns = [f"`{c}`" for c, v in written.items() if v is not REMOVED]
             verb = "Replaces the corpus with" if view.replaces else "Writes"
             out += [f"{verb} (default parameters): {', '.join(columns) or 'nothing'}.", ""]
@@ -313,8 +309,6 @@ def views_section() -> list[str]:
 
 
 def poolers_section() -> list[str]:
-    from augcse.modules import POOLERS
-
     rows = []
     for name, pooler in POOLERS.items():
         layers = "last" if pooler.layers is None else " + ".join(
@@ -329,8 +323,6 @@ def poolers_section() -> list[str]:
 
 
 def tasks_section() -> list[str]:
-    from augcse.evaluation.tasks import SUITES, TASK_MODULES, TASKS, load_builtin_tasks
-
     load_builtin_tasks()
     # the registry's order depends on which module a process imported first: the document must not
     registered = list(TASKS)
@@ -368,8 +360,6 @@ def task_row(task: Any) -> tuple[str, ...]:
 
 
 def recipes_section() -> list[str]:
-    from augcse.recipes.config import RECIPE_DIR, builtin_recipes
-
     rows = []
     for name in builtin_recipes():
         text = (RECIPE_DIR / f"{name}.yaml").read_text(encoding="utf-8")

@@ -22,6 +22,7 @@ import numpy as np
 
 from augcse.evaluation.tasks import is_average
 from augcse.report.document import Document, Heading, Image, Paragraph, Table
+from augcse.report.plots import group_bars
 from augcse.report.run_report import NotARunError, Run, fmt, is_run, load_run
 
 IGNORED_KEYS = frozenset({"seed", "output_dir", "run_dir"})
@@ -176,8 +177,6 @@ def build_comparison(runs: Sequence[Run], baseline: Run | None = None, stage: st
                           "(paired when both groups ran the same seeds, else Welch); * p < 0.05, "
                           "not corrected for the number of tasks."))
     if figures is not None:
-        from augcse.report.plots import group_bars
-
         chart = group_bars({g.label: {t: g.values(stage, t) for t in tasks if not is_average(t)} for g in groups},
                            figures / "compare-bars.png", title=f"{stage} training: mean ± sd over seeds")
         doc.add(Image(chart, "per-task mean ± sd per group"))

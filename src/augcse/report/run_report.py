@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from augcse.evaluation.tasks import is_average
+from augcse.evaluation.tasks import SUITES, is_average, load_builtin_tasks
 from augcse.evaluation.versions import VERSIONS_KEY
 from augcse.report.document import Code, Document, Heading, Image, Paragraph, Table
 from augcse.report.plots import curve_series, training_curves
@@ -119,8 +119,6 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def single_task_averages_dropped(scores: dict[str, float]) -> dict[str, float]:
     """Scores without suite averages taken over fewer than two tasks (an "average" of one task repeats it)."""
-    from augcse.evaluation.tasks import SUITES, load_builtin_tasks
-
     load_builtin_tasks()
     tasks = {k.partition("/")[0] for k in scores if not is_average(k)}
 

@@ -83,5 +83,4 @@ def build_views(dataset: Dataset, views: Sequence[Mapping[str, Any]], context: V
 
 
 __all__ = ["ANCHOR", "LABEL", "VIEWS", "ViewContext", "anchor_view", "augcse_sample_view", "build_views", "cards_view",
-           "columns_view", "dropout_copy_view", "produced_columns", "register_view", "sda_view",
-           "validate_view_specs"]
+           "columns_view", "dropout_copy_view", "produced_columns", "register_view", "sda_view"]

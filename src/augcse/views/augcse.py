@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, TYPE_CHECKING
 
+from augcse.augment import resolve_names
 from augcse.schema import NonNegativeInt, PositiveInt
 from augcse.views.base import LABEL, ViewContext, as_anchor, cached_augmentations, register_view, texts_of
 
@@ -17,8 +18,6 @@ logger = logging.getLogger(__name__)
 
 def augmentation_names(augmentations: str | Sequence[str]) -> list[str]:
     """The augmentation library's names for a set name (``8-aug``…), a comma list or a list of names."""
-    from augcse.augment import resolve_names
-
     return resolve_names(augmentations)
 
 

@@ -8,13 +8,16 @@ is checked against the loss's roles before anything loads.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
     from datasets import Dataset
 
+
+from augcse.augment import build_cache
+from augcse.augment.cache import cache_key
 
 ANCHOR = "anchor"
 LABEL = "label"
@@ -29,7 +32,6 @@ class ViewContext:
     data_dir: Path | None = None
     run_dir: Path | None = None
     cache_dir: Path | None = None
-    extras: dict = field(default_factory=dict)
 
 
 ViewBuilder = Callable[..., "Dataset"]
@@ -83,15 +85,7 @@ def cache_root(context: ViewContext) -> Path:
 def cached_augmentations(sentences: Sequence[str], names: Sequence[str], context: ViewContext, seed: int,
                          params: dict[str, dict] | None = None, n_process: int = 1) -> Dataset:
     """Run each augmentation once over the sentences through the library's content-keyed cache."""
-    from augcse.augment import build_cache
-    from augcse.augment.cache import cache_key
-
     key = cache_key(list(sentences), list(names), params or {}, seed)
     out = cache_root(context) / "augment" / key[:20]
     return build_cache(list(sentences), list(names), out, seed=seed, n_process=n_process, params=params,
                        progress=False)
-
-
-def changed_or_original(texts: Sequence[str | None], changed: Sequence[bool], originals: Sequence[str]) -> list[str]:
-    """Each augmented text where its augmentation changed something (and left text), else the original."""
-    return [t if c and t and t.strip() else o for t, c, o in zip(texts, changed, originals)]

@@ -6,6 +6,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal, TYPE_CHECKING
 
+from augcse.augment import get
+from augcse.retrieval import NegativeSampler, build_neighbours
 from augcse.schema import NonNegativeInt, PositiveInt, Probability
 from augcse.views.base import ViewContext, as_anchor, cache_root, register_view, texts_of
 
@@ -39,8 +41,6 @@ def _outputs(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _switcher(context: ViewContext, p: float, variant: str, mode: str):
-    from augcse.augment import get
-
     if tokenizer_ignores_case(context.model):
         logger.warning("CARDS switch-case: the tokenizer of this model lower-cases its input, so flipping "
                        "the case of words changes nothing it sees; the positive is effectively the dropout "
@@ -69,8 +69,6 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
     last: it installs a ``Dataset.set_transform``, which later ``map`` calls would not see.
     """
     import numpy as np
-
-    from augcse.retrieval import NegativeSampler, build_neighbours
 
     _outputs(locals())
     seed = context.seed if seed is None else seed

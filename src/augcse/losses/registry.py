@@ -1,0 +1,25 @@
+"""The losses a recipe or a composite term names, by name; :data:`augcse.losses.LOSSES` adds ``composite``.
+
+The composite reads its terms from here, so it imports neither the package that registers it nor itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from augcse.losses.augcse import AugCSELoss
+from augcse.losses.base import RoleLoss
+from augcse.losses.cards import CARDSLoss
+from augcse.losses.peers import PEERS
+from augcse.losses.sda import SDALoss
+from augcse.losses.simcse import SimCSELoss
+from augcse.losses.vascl import VaSCLLoss
+
+TERMS: dict[str, Callable[..., RoleLoss]] = {
+    "simcse": SimCSELoss,
+    "augcse": AugCSELoss,
+    "sda": SDALoss,
+    "vascl": VaSCLLoss,
+    "cards": CARDSLoss,
+    **PEERS,  # sentence-transformers' TSDAE and CT
+}
