@@ -62,7 +62,7 @@ BAD = [  # (override or CLI arguments, what the one line says)
     ("seed=-1", "'seed' must be >= 0, got -1"),
     ("name=..", "'name' must be a folder name"),
     ("name=a/b", "'name' must be a folder name"),
-    ("output_dir=FILE", "'output_dir': FILE exists and is not a folder"),
+    ("output_dir=FILE", "'output_dir': FILE: exists and is not a folder"),
     (("--resume", "--overwrite"), "--resume and --overwrite contradict each other"),
     (("--resume",), "--resume: no complete checkpoint"),
 ]
