@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -247,8 +248,11 @@ def _write_error(run_dir: Path, model, exc: BaseException) -> RunError:
                     f"{free / 2**20:.0f} MiB free; {resumable}")
 
 
-def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False, overwrite: bool = False) -> dict:
+def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False, overwrite: bool = False,
+        callbacks: Sequence[Any] = ()) -> dict:
     """Train ``recipe`` end to end; returns the run summary (also written to ``run_dir/summary.json``).
+
+    ``callbacks`` are extra ``TrainerCallback``\ s (e.g. :class:`augcse.budgets.BudgetEvaluation`).
 
     The process with rank 0 claims the run folder (see :mod:`augcse.rundir`) for the whole run.
     """
@@ -260,12 +264,13 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
     else:
         checkpoint = latest_checkpoint(recipe.run_dir) if resume else None
     try:
-        return _train(recipe, root, corpus_path, checkpoint)
+        return _train(recipe, root, corpus_path, checkpoint, callbacks)
     finally:
         folder.release()
 
 
-def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Path | None) -> dict:
+def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Path | None,
+           callbacks: Sequence[Any] = ()) -> dict:
     import torch
     from sentence_transformers import SentenceTransformerTrainer
 
@@ -318,6 +323,8 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
     trainer.data_collator.max_length = recipe.model.max_seq_length  # truncate training batches only
     stopper = GracefulStop()
     trainer.add_callback(stopper)
+    for callback in callbacks:
+        trainer.add_callback(callback)
     if checkpoint is not None:
         restore_loss_state(loss, checkpoint)
         logger.info("resuming from %s", checkpoint)
