@@ -272,6 +272,8 @@ def describe(grid: Grid, by_set: dict[str, list[Run]]) -> str:
     out = [grid.title, "", f"{len(runs)} runs ({trained} trained, {len(runs) - trained} evaluated as they are)"
            + (f"; every trained run scored at steps {', '.join(map(str, grid.budgets))} and at its end" if grid.budgets
               else "") + ":"]
+    if grid.overrides:
+        out.append(f"  every trained run: {' '.join(grid.overrides)}")
     for name, item in zip(by_set, grid.sets):
         out.append(f"  set {name or grid.name}: tasks {item.tasks}")
         for run in by_set[name]:
@@ -280,7 +282,8 @@ def describe(grid: Grid, by_set: dict[str, list[Run]]) -> str:
                 what = f"recipe {run.row.recipe} seed {run.seed}" + (
                     f" + {' '.join(run.row.overrides)}" if run.row.overrides else "")
             else:
-                what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler})"
+                pooler = run.row.evaluate.pooler or "the saved model's own"
+                what = f"evaluate {run.model} (pooler: {pooler}) on {item.tasks}"
             out.append(f"    {run.run_dir}  [{state}]  {what}")
     return "\n".join(out)
 
