@@ -88,10 +88,12 @@ def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its
     assert figures["rows"]["start"]["curve"]["STSBenchmark"]["0"]["values"] == [start]
 
     markdown = (folder / "study.md").read_text()
-    cells = next([c.strip() for c in line.strip("|").split("|")] for line in markdown.splitlines()
-                 if line.startswith("| simcse |"))
+    lines = [[c.strip() for c in line.strip("|").split("|")] for line in markdown.splitlines() if line.startswith("| ")]
+    header = next(cells for cells in lines if cells[0] == "row")
+    cells = dict(zip(header, next(cells for cells in lines if cells[0] == "simcse")))
     mean, sd = statistics.fmean(finals), statistics.stdev(finals)
-    assert cells[1] == f"{mean:.2f} ± {sd:.2f} (n=2)" and cells[2] == f"{mean - start:+.2f}"
+    assert cells["STSBenchmark"] == f"{mean:.2f} ± {sd:.2f} (n=2)"
+    assert cells["Δ STSBenchmark vs start"] == f"{mean - start:+.2f}"
     assert (folder / "curves.png").stat().st_size > 0 and (folder / "study.html").is_file()
     assert "curves.png" in markdown and markdown.strip() in done.stdout
 

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from matplotlib.ticker import ScalarFormatter
+
 from augcse.report.plots import _save, plt
 
 
@@ -33,6 +35,7 @@ def learning_curves(rows: Mapping[str, Mapping[str, Mapping[int, Mapping[str, An
             ax.fill_between(steps, [m - d for m, d in zip(means, sds)], [m + d for m, d in zip(means, sds)],
                             color=color, alpha=0.18, linewidth=0)
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(ScalarFormatter())  # 16, 64, 256 rather than powers of two
         ax.set_xlabel("training steps")
         ax.set_ylabel(task)
         ax.grid(alpha=0.3)
