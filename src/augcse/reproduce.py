@@ -4,9 +4,11 @@ The rows each paper needs live in ``data/reproduce.yaml`` (a built-in recipe plu
 evaluated as it is); the figures they are held to in ``data/published.csv`` (:mod:`augcse.published`);
 the settings each paper states for them in ``data/paper_settings.yaml`` (:mod:`augcse.paper_settings`),
 which ``--dry-run`` prints where a row deviates (``--json`` for tools).
-A run whose folder holds ``summary.json`` and the ``after`` scores of ``eval.json`` is finished and
+A reproduction is a table of runs executed by :mod:`augcse.runs`, the machinery ``augcse study`` shares:
+a run whose folder holds ``summary.json`` and the ``after`` scores of ``eval.json`` is finished and
 skipped, so an interrupted reproduction continues where it stopped (a started run resumes from its last
-checkpoint). ``--dry-run`` lists the plan with the published figures and an estimate of GPU-hours.
+checkpoint), and a second process on the same paper's folder is refused. This module adds the papers'
+rows, the published figures ours are held to and the plan's settings and GPU-hours (``--dry-run``).
 """
 
 from __future__ import annotations
