@@ -105,7 +105,8 @@ def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its
     ({"rows": {"simcse": {"recipie": "x"}}}, "rows.simcse: unknown key 'recipie'; allowed: overrides, recipe"),
     ({"rows": {"simcse": {"overrides": ["training.learning_rat=1"]}}}, "learning_rat"),
     ({"recipe": "no-such-recipe"}, "'no-such-recipe' is neither built in nor a file"),
-    ({"overrides": ["seed=3"]}, "seed is set per run"),
+    ({"overrides": ["seed=3"]}, "overrides: override 'seed=3': seed is set per run; use seeds:"),
+    ({"rows": {"simcse": {"overrides": ["eval.after=STS16"]}}}, "eval.after is set per run; a set's runs are"),
     ({"colour": "red"}, "unknown key 'colour'"),
 ])
 def test_bad_grid_files_are_refused_in_one_line_before_anything_runs(change, message, tiny_model_dir, tmp_path, capsys):

@@ -136,11 +136,12 @@ def _scores_file(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _check_overrides(overrides: list[str]) -> None:
+def check_overrides(overrides: Sequence[str], reserved: dict[str, str] = RESERVED_KEYS) -> None:
+    """Refuses an override of a key the plan sets per run (``reserved``: key → what to use instead)."""
     for text in overrides:
-        key = parse_override(text)[0][0]
-        if key in RESERVED_KEYS:
-            raise RecipeError(f"override {text!r}: {key} is set per run; {RESERVED_KEYS[key]}")
+        key = ".".join(parse_override(text)[0])
+        if key in reserved:
+            raise RecipeError(f"override {text!r}: {key} is set per run; {reserved[key]}")
 
 
 def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: Sequence[str],
@@ -149,7 +150,7 @@ def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: 
     """Every run of ``rows`` under ``root``: trained rows once per seed, evaluation rows once. Recipes are
     loaded (validated) here, before anything runs; ``models`` maps an evaluated model's name to a local
     folder; ``budgets`` are the steps each trained run is also scored at (:mod:`augcse.budgets`)."""
-    _check_overrides(list(overrides))
+    check_overrides(list(overrides))
     checkpoint_paths = models
     runs: list[Run] = []
     for row in rows:

@@ -34,12 +34,14 @@ from typing import Any
 
 import yaml
 
-from augcse.runs import Evaluate, Row, Run, plan_runs, run_all
+from augcse.runs import RESERVED_KEYS, Evaluate, Row, Run, check_overrides, plan_runs, run_all
 
 START = "start"
 GRID_KEYS = {"title", "seeds", "budgets", "overrides", "start", "sets", "rows", "recipe", "tasks"}
 SET_KEYS = {"recipe", "tasks", "overrides"}
 ROW_KEYS = {"recipe", "overrides"}
+RESERVED = {**RESERVED_KEYS, "seed": "use seeds:", "output_dir": "use --output",
+            "eval.after": "a set's runs are scored on its tasks:"}
 
 
 class GridError(ValueError):
@@ -72,24 +74,31 @@ class Grid:
         return self.path.stem
 
     def set_rows(self, item: Set) -> list[Row]:
-        """The rows of one set: the starting model (if any), then each trained row."""
+        """The rows of one set: the starting model (if any), then each trained row, its overrides after the
+        set's, after the grid's (the more specific wins)."""
         rows = [Row(START, (), evaluate=self.start)] if self.start else []
         for name, recipe, overrides in self.rows:
-            rows.append(Row(name, (), recipe=recipe or item.recipe, overrides=(*item.overrides, *overrides)))
+            rows.append(Row(name, (), recipe=recipe or item.recipe,
+                            overrides=(*self.overrides, *item.overrides, *overrides)))
         return rows
 
     def plan(self, output: Path) -> dict[str, list[Run]]:
         """Every run, by set; every recipe is loaded here (a bad key or file is refused before anything runs)."""
         root = output / self.name
         return {item.name: plan_runs(self.set_rows(item), self.seeds, root / item.name if len(self.sets) > 1 else root,
-                                     self.overrides, item.tasks, budgets=self.budgets) for item in self.sets}
+                                     (), item.tasks, budgets=self.budgets) for item in self.sets}
 
 
 def _strings(where: str, value: Any) -> tuple[str, ...]:
+    """A list of overrides; a key the grid sets per run (name, seed, output_dir, eval.after) is refused."""
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise GridError(f"{where} must be a list of key=value strings")
+    try:
+        check_overrides(value, RESERVED)
+    except ValueError as exc:
+        raise GridError(f"{where}: {exc}") from None
     return tuple(value)
 
 
@@ -279,8 +288,8 @@ def describe(grid: Grid, by_set: dict[str, list[Run]]) -> str:
         for run in by_set[name]:
             state = "done" if run.done else ("partial, resumes" if run.started else "to run")
             if run.recipe is not None:
-                what = f"recipe {run.row.recipe} seed {run.seed}" + (
-                    f" + {' '.join(run.row.overrides)}" if run.row.overrides else "")
+                own = run.row.overrides[len(grid.overrides):]  # the grid-wide ones are listed above
+                what = f"recipe {run.row.recipe} seed {run.seed}" + (f" + {' '.join(own)}" if own else "")
             else:
                 pooler = run.row.evaluate.pooler or "the saved model's own"
                 what = f"evaluate {run.model} (pooler: {pooler}) on {item.tasks}"

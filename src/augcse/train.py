@@ -252,7 +252,7 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
         callbacks: Sequence[Any] = ()) -> dict:
     """Train ``recipe`` end to end; returns the run summary (also written to ``run_dir/summary.json``).
 
-    ``callbacks`` are extra ``TrainerCallback``\ s (e.g. :class:`augcse.budgets.BudgetEvaluation`).
+    ``callbacks`` are extra ``TrainerCallback`` objects (e.g. :class:`augcse.budgets.BudgetEvaluation`).
 
     The process with rank 0 claims the run folder (see :mod:`augcse.rundir`) for the whole run.
     """
