@@ -299,12 +299,14 @@ def describe(grid: Grid, by_set: dict[str, list[Run]]) -> str:
 
 # --------------------------------------------------------------------------- CLI
 
+SUMMARY = "run a grid file (sets × rows × seeds, budgets); resumable; table and curves"
+DESCRIPTION = ("Run every run of a grid file (YAML: sets, rows, seeds, budgets, starting model), skipping finished "
+               "runs and resuming an interrupted one; then the table (mean ± sd over seeds, Δ vs the starting "
+               "model) as study.md, study.html, study.json and curve plots.")
+
+
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "study", help="run a grid file (sets × rows × seeds, budgets); resumable; table and curves",
-        description="Run every run of a grid file (YAML: sets, rows, seeds, budgets, starting model), skipping "
-                    "finished runs and resuming an interrupted one; then the table (mean ± sd over seeds, Δ vs "
-                    "the starting model) as study.md, study.html, study.json and curve plots.")
+    parser = subparsers.add_parser("study", help=SUMMARY, description=DESCRIPTION)
     parser.add_argument("grid", help="grid file (YAML), e.g. src/augcse/data/studies/adapt-curves.yaml")
     parser.add_argument("--output", default="runs/study", help="output folder (default: runs/study)")
     parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA)")
