@@ -76,7 +76,7 @@ def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its
         assert sorted(curve["steps"]) == ["1", "2"] and curve["tasks"] == "STSBenchmark"  # budgets, not the end
         assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 3
         curves.append(curve["steps"])
-    figures = json.loads((folder / "study.json").read_text())["sets"][""]
+    figures = json.loads((folder / "study.json").read_text())["sets"]["tiny"]
     final = figures["rows"]["simcse"]["final"]["STSBenchmark"]
     assert final["n"] == 2 and final["mean"] == pytest.approx(statistics.fmean(finals))
     assert final["sd"] == pytest.approx(statistics.stdev(finals))

@@ -239,7 +239,7 @@ def build_document(grid: Grid, by_set: dict[str, list[Run]], folder: Path):
     doc = Document(f"Study: {grid.title}")
     figures: dict[str, Any] = {}
     for name, runs in by_set.items():
-        summary = figures[name] = summarise(runs)
+        summary = figures[name or grid.name] = summarise(runs)
         tasks = summary["tasks"]
         if name:
             doc.add(Heading(f"Set {name}"))
