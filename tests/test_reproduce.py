@@ -192,7 +192,7 @@ def test_max_of_seeds_row_takes_every_task_from_one_run(tmp_path):
 def test_sda_transfer_is_evaluated_through_the_average_of_the_last_two_layers(tmp_path, monkeypatch):
     """SDA §6.2: after training, the saved encoder is evaluated on transfer through avg_top2 (STS through the
     trained [CLS]); the run is finished only once both score files exist, and the table reads both."""
-    import augcse.reproduce as reproduce
+    import augcse.runs as runs
     from augcse.reproduce import execute, table_lines
 
     paper = papers()["sda"]
@@ -202,7 +202,7 @@ def test_sda_transfer_is_evaluated_through_the_average_of_the_last_two_layers(tm
     _fabricate(run, {"STS12": 70.0, "sts_avg": 78.0})
     assert not run.done
     calls = []
-    monkeypatch.setattr(reproduce, "evaluate_model", lambda model, pooler, tasks, data_dir, all_metrics=False:
+    monkeypatch.setattr(runs, "evaluate_model", lambda model, pooler, tasks, data_dir, all_metrics=False:
                         calls.append((model, pooler, tasks)) or {"MR": 82.0, "transfer_avg": 86.0})
     assert execute(run, None)
     assert calls == [(str(run.run_dir / "final"), "avg_top2", "transfer")]
@@ -268,6 +268,7 @@ def test_intent_rows_are_held_to_every_shot_setting(tiny_model_dir, data_dir, tm
     """VaSCL Table 3 prints 5-, 10- and 20-shot accuracy: the evaluation keeps every intent metric as
     task/metric, and the table compares each with its figure (other metrics are not shown)."""
     import augcse.reproduce as reproduce
+    import augcse.runs as runs
     from augcse.reproduce import evaluate_model, table_lines
 
     # the same splits and metrics as SNIPS, with the faster scikit-learn classifier
@@ -280,7 +281,7 @@ def test_intent_rows_are_held_to_every_shot_setting(tiny_model_dir, data_dir, tm
     row = next(r for r in paper.rows if r.name == "roberta-base-mean-pooling")
     (run,) = plan(paper, [row], [1], tmp_path, [])
     calls = []
-    monkeypatch.setattr(reproduce, "evaluate_model", lambda model, pooler, tasks, data_dir, all_metrics=False:
+    monkeypatch.setattr(runs, "evaluate_model", lambda model, pooler, tasks, data_dir, all_metrics=False:
                         calls.append((pooler, tasks, all_metrics)) or ({"SNIPS": 80.0, "SNIPS/5shot": 70.0,
                                                                         "SNIPS/5shot_std": 2.0} if all_metrics else
                                                                        {"STS12": 50.0, "sts_avg": 55.0}))

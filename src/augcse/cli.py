@@ -37,6 +37,7 @@ COMMANDS: dict[str, Command] = {
     "compare": Command("augcse.report.cli", "compare runs: per-task mean ± sd over seeds, plots, significance"),
     "assets": Command("augcse.assets_cli", "list every model, pipeline and data file and where it resolves from"),
     "reproduce": Command("augcse.reproduce", "reproduce a paper's table: runs × seeds, evaluation, ours beside published"),
+    "study": Command("augcse.study", "run a grid file of runs × seeds, resumable; mean ± sd, Δ vs start, curves"),
     "download": Command("augcse.download_cli", "download evaluation data and wiki1m from their official sources"),
 }
 

@@ -4,9 +4,11 @@ The rows each paper needs live in ``data/reproduce.yaml`` (a built-in recipe plu
 evaluated as it is); the figures they are held to in ``data/published.csv`` (:mod:`augcse.published`);
 the settings each paper states for them in ``data/paper_settings.yaml`` (:mod:`augcse.paper_settings`),
 which ``--dry-run`` prints where a row deviates (``--json`` for tools).
-A run whose folder holds ``summary.json`` and the ``after`` scores of ``eval.json`` is finished and
+A reproduction is a table of runs executed by :mod:`augcse.runs`, the machinery ``augcse study`` shares:
+a run whose folder holds ``summary.json`` and the ``after`` scores of ``eval.json`` is finished and
 skipped, so an interrupted reproduction continues where it stopped (a started run resumes from its last
-checkpoint). ``--dry-run`` lists the plan with the published figures and an estimate of GPU-hours.
+checkpoint), and a second process on the same paper's folder is refused. This module adds the papers'
+rows, the published figures ours are held to and the plan's settings and GPU-hours (``--dry-run``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ import argparse
 import json
 import math
 import statistics
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -27,65 +27,15 @@ import yaml
 
 from augcse import paper_settings
 from augcse.published import SCORE_COLUMNS, Published, Reported, published
-from augcse.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
+from augcse.recipes.config import Recipe, load_recipe
 from augcse.report.document import Document, Paragraph, Table
+from augcse.runs import (  # noqa: F401 (re-exported: a reproduction is a table of runs)
+    Evaluate, Evaluation, Row, Run, evaluate_model, execute, plan_runs, run_all, torchrun_command, write_scores,
+)
 
 DEFAULT_SEEDS = (1, 11, 42, 68, 421)
 # the papers' tables: 7 STS tasks, 7 SentEval transfer tasks, VaSCL's short-text clustering and few-shot intent
 PAPER_SUITES = ("sts", "transfer", "clustering", "intent")
-RESERVED_KEYS = {"name": "the run names come from the rows", "seed": "use --seeds", "output_dir": "use --output"}
-
-
-@dataclass(frozen=True)
-class Evaluate:
-    """A model evaluated as it is, with the pooler it was published with."""
-
-    model: str
-    pooler: str
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of a paper's table: trained from ``recipe`` (per seed) or ``evaluate``\\ d as it is.
-
-    ``suites`` are what the row is held to; ``tasks`` narrows them to the tasks the paper's table has
-    (VaSCL's six clustering sets of augcse's eight); ``eval_poolers`` evaluates a suite of a trained row
-    through another pooler of the saved encoder (SDA §6.2: transfer on the average of the last two layers);
-    ``all_metrics`` keeps every metric of a suite's tasks as ``task/metric`` where the paper prints more
-    than the headline (VaSCL Table 3: 5-, 10- and 20-shot intent accuracy).
-    """
-
-    name: str
-    published: tuple[str, ...]
-    recipe: str | None = None
-    overrides: tuple[str, ...] = ()
-    evaluate: Evaluate | None = None
-    suites: tuple[str, ...] = ("sts",)  # what the row is evaluated on and held to
-    tasks: tuple[str, ...] = ()  # the paper's tasks when a subset of the suites'
-    eval_poolers: tuple[tuple[str, str], ...] = ()  # (suite, pooler) evaluated apart from the trained pooler
-    all_metrics: tuple[str, ...] = ()  # suites evaluated apart, keeping every metric (``task/metric``)
-    main: bool = True
-
-    @property
-    def trained(self) -> bool:
-        return self.recipe is not None
-
-    def tasks_of(self, suites: tuple[str, ...]) -> str:
-        """The evaluation task list of ``suites``: the row's own tasks in them, or the whole suites."""
-        from augcse.evaluation.tasks import SUITES, load_builtin_tasks
-
-        load_builtin_tasks()
-        return ",".join(",".join(t for t in self.tasks if t in SUITES[suite]) or suite for suite in suites)
-
-    def tasks_spec(self) -> str:
-        """What the trained (or evaluated) model is evaluated on with its own pooler."""
-        apart = {*(dict(self.eval_poolers) if self.trained else {}), *self.all_metrics}
-        return self.tasks_of(tuple(s for s in self.suites if s not in apart))
-
-    @property
-    def averages(self) -> set[str]:
-        """The published averages the row is held to: its suites' (``sts_avg``, ``transfer_avg``)."""
-        return {f"{suite}_avg" for suite in self.suites}
 
 
 @dataclass(frozen=True)
@@ -150,72 +100,6 @@ def throughput() -> Throughput:
 
 # --------------------------------------------------------------------------- the plan
 
-@dataclass(frozen=True)
-class Evaluation:
-    """One evaluation of a model written to ``path``: its pooler (None: the saved model's own), its tasks,
-    and whether every metric is kept (``task/metric``) or only each task's headline."""
-
-    model: str
-    pooler: str | None
-    tasks: str
-    path: Path
-    all_metrics: bool = False
-
-    def run(self, data_dir: str | None) -> None:
-        write_scores(self.path, evaluate_model(self.model, self.pooler, self.tasks, data_dir, self.all_metrics))
-
-
-@dataclass
-class Run:
-    """One training or evaluation run of a row, with its folder under the output directory."""
-
-    row: Row
-    seed: int | None
-    run_dir: Path
-    recipe: Recipe | None = None
-    model: str | None = None  # evaluated model (evaluation rows)
-    tasks: str | None = None  # evaluation tasks when not the row's protocol (--tasks)
-
-    @property
-    def extra_evaluations(self) -> list[Evaluation]:
-        """The suites a trained run is evaluated on apart from training's own evaluation, after it."""
-        if self.recipe is None or self.tasks is not None:
-            return []
-        final = str(self.run_dir / "final")
-        return [*(Evaluation(final, pooler, self.row.tasks_of((suite,)), self.run_dir / f"eval-{pooler}.json")
-                  for suite, pooler in self.row.eval_poolers),
-                *(Evaluation(final, None, self.row.tasks_of((suite,)), self.run_dir / f"eval-{suite}.json", True)
-                  for suite in self.row.all_metrics)]
-
-    @property
-    def done(self) -> bool:
-        return ((self.run_dir / "summary.json").is_file() and "after" in _scores_file(self.run_dir / "eval.json")
-                and all("after" in _scores_file(extra.path) for extra in self.extra_evaluations))
-
-    @property
-    def started(self) -> bool:
-        return any(self.run_dir.glob("checkpoint-*"))
-
-    def scores(self) -> dict[str, float]:
-        merged = dict(_scores_file(self.run_dir / "eval.json").get("after", {}))
-        for extra in self.extra_evaluations:
-            merged.update(_scores_file(extra.path).get("after", {}))
-        return merged
-
-
-def _scores_file(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text()) if path.is_file() else {}
-    except json.JSONDecodeError:
-        return {}
-
-
-def _check_overrides(overrides: list[str]) -> None:
-    for text in overrides:
-        key = parse_override(text)[0][0]
-        if key in RESERVED_KEYS:
-            raise RecipeError(f"override {text!r}: {key} is set per run; {RESERVED_KEYS[key]}")
-
 
 def select_rows(paper: Paper, names: list[str] | None, checkpoints: bool) -> list[Row]:
     pool = paper.checkpoints if checkpoints else paper.rows
@@ -232,24 +116,8 @@ def select_rows(paper: Paper, names: list[str] | None, checkpoints: bool) -> lis
 
 def plan(paper: Paper, rows: list[Row], seeds: list[int], output: Path, overrides: list[str],
          tasks: str | None = None, checkpoint_paths: dict[str, str] | None = None) -> list[Run]:
-    """Every run of ``rows``: trained rows once per seed, evaluation rows once. Recipes are validated here."""
-    _check_overrides(overrides)
-    root = output / paper.name
-    runs: list[Run] = []
-    for row in rows:
-        if not row.trained:
-            model = (checkpoint_paths or {}).get(row.evaluate.model, row.evaluate.model)
-            runs.append(Run(row, None, root / row.name, model=model, tasks=tasks))
-            continue
-        if row.recipe not in builtin_recipes():
-            raise ValueError(f"row {row.name}: recipe {row.recipe!r} is not built in")
-        for seed in seeds:
-            name = f"{row.name}-s{seed}"
-            extra = [f"eval.after={tasks or row.tasks_spec()}"]
-            recipe = load_recipe(None, row.recipe, [*row.overrides, *extra, *overrides, f"name={name}",
-                                                     f"seed={seed}", f"output_dir={root}"])
-            runs.append(Run(row, seed, recipe.run_dir, recipe=recipe, tasks=tasks))
-    return runs
+    """Every run of ``rows`` in ``output/PAPER`` (:func:`augcse.runs.plan_runs`)."""
+    return plan_runs(rows, seeds, output / paper.name, overrides, tasks, checkpoint_paths)
 
 
 def resolved(row: Row, recipe: Recipe | None = None) -> dict[str, Any]:
@@ -280,84 +148,6 @@ def gpu_hours(run: Run, nproc: int = 1) -> float:
 
 
 # --------------------------------------------------------------------------- executing
-
-def torchrun_command(run: Run, nproc: int, data_dir: str | None, resume: bool, restart: bool = False) -> list[str]:
-    """``torchrun`` over ``augcse.train`` with the run's fully resolved recipe file."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "augcse.train", str(run.run_dir / "reproduce-recipe.yaml")]
-    if data_dir:
-        command += ["--data-dir", data_dir]
-    return command + (["--resume"] if resume else []) + (["--overwrite"] if restart else [])
-
-
-def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
-    """Train (or resume) or evaluate one run; False when it was stopped (Ctrl-C) before finishing."""
-    if run.recipe is None:
-        _evaluate_model(run, data_dir)
-        return True
-    if not (run.run_dir / "summary.json").is_file() and not _train(run, data_dir, nproc):
-        return False
-    for extra in run.extra_evaluations:
-        if "after" not in _scores_file(extra.path):
-            extra.run(data_dir)
-    return True
-
-
-def _train(run: Run, data_dir: str | None, nproc: int) -> bool:
-    from augcse.train import latest_checkpoint
-
-    resume = latest_checkpoint(run.run_dir) is not None
-    # a run stopped before its first complete checkpoint left nothing to keep: the plan owns its folders,
-    # so it starts that run again (a run alive in the folder still holds its lock and is refused)
-    restart = not resume and run.run_dir.is_dir() and any(run.run_dir.iterdir())
-    if restart:
-        print(f"{run.run_dir.name}: stopped before its first complete checkpoint; starting it again", flush=True)
-    if nproc > 1:
-        run.run_dir.mkdir(parents=True, exist_ok=True)
-        (run.run_dir / "reproduce-recipe.yaml").write_text(run.recipe.to_yaml())
-        completed = subprocess.run(torchrun_command(run, nproc, data_dir, resume, restart), check=False)
-        if completed.returncode == 130:
-            return False
-        if completed.returncode != 0:
-            raise RuntimeError(f"torchrun for {run.run_dir} exited with {completed.returncode}")
-        return True
-    from augcse.train import run as train
-
-    return not train(run.recipe, data_dir, resume=resume, overwrite=restart).get("stopped")
-
-
-def evaluate_model(model: str, pooler: str | None, tasks: str, data_dir: str | None,
-                   all_metrics: bool = False) -> dict[str, float]:
-    """Headline scores (and suite averages) of ``model``, rebuilt as its encoder with ``pooler`` unless
-    None; ``all_metrics`` adds every other metric as ``task/metric`` (not timings or selection scores)."""
-    from augcse.encode import load_model
-    from augcse.evaluation.suite import main_scores, run_tasks
-
-    results = run_tasks(load_model(model, pooler=pooler), tasks, data_dir, batch_size=64)
-    scores = main_scores(results)
-    if all_metrics:
-        scores.update({f"{task}/{metric}": float(value) for task, values in results.items()
-                       for metric, value in values.items() if metric != "seconds" and not metric.endswith("devacc")})
-    return scores
-
-
-def write_scores(path: Path, scores: dict[str, float]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"after": scores}, indent=2))
-
-
-def _evaluate_model(run: Run, data_dir: str | None) -> None:
-    """An evaluation row: the model with its published pooler on the row's tasks, every metric kept for
-    its ``all_metrics`` suites."""
-    pooler = run.row.evaluate.pooler
-    tasks = run.tasks or run.row.tasks_spec()
-    apart = run.row.tasks_of(run.row.all_metrics) if run.row.all_metrics and run.tasks is None else ""
-    scores = evaluate_model(run.model, pooler, tasks, data_dir) if tasks else {}
-    if apart:
-        scores.update(evaluate_model(run.model, pooler, apart, data_dir, all_metrics=True))
-    write_scores(run.run_dir / "eval.json", scores)
-    summary = {"name": run.row.name, "model": run.model, "pooler": pooler, "trained": False}
-    (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
 
 # --------------------------------------------------------------------------- the table
@@ -508,13 +298,6 @@ def plan_json(paper: Paper, runs: list[Run], nproc: int) -> dict[str, Any]:
     }
 
 
-def headline_figures(row: Row, ref: Published) -> set[str]:
-    """What a plan shows of a published row: its averages of the row's suites, or a suite's tasks where the
-    paper prints no average (VaSCL's intent table)."""
-    shown = row.averages & set(ref.scores)
-    return shown or set(ref.scores)
-
-
 def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
     spec = throughput()
     out = [f"{paper.title}", "", f"{len(runs)} runs:"]
@@ -618,14 +401,9 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
     from augcse.outputs import check_writable
 
     check_writable(output, "--output")  # before the first run loads anything
-    for index, run in enumerate(runs, 1):
-        if run.done:
-            print(f"[{index}/{len(runs)}] {run.run_dir}: finished, skipped", flush=True)
-            continue
-        print(f"[{index}/{len(runs)}] {run.run_dir}: {'resuming' if run.started else 'running'}", flush=True)
-        if not execute(run, args.data_dir, args.nproc):
-            print(f"stopped; run the same command again to continue from {run.run_dir}", flush=True)
-            return 130
+    code = run_all(runs, output / paper.name, args.data_dir, args.nproc)
+    if code:
+        return code
     doc = build_document(paper, runs)
     print(doc.to_markdown(output / paper.name))
     md, page = doc.write(output / paper.name, "reproduce")

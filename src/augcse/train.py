@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -227,9 +228,11 @@ def total_steps(recipe: Recipe, rows: int) -> int:
     return max(1, math.ceil(float(training.get("num_train_epochs", 1)) * max(1, rows // per_step)))
 
 
-def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False, overwrite: bool = False) -> dict:
+def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False, overwrite: bool = False,
+        callbacks: Sequence[Any] = ()) -> dict:
     """Train ``recipe`` end to end; returns the run summary (also written to ``run_dir/summary.json``).
 
+    ``callbacks`` are extra ``TrainerCallback`` objects (e.g. :class:`augcse.budgets.BudgetEvaluation`).
     The process with rank 0 claims the run folder (see :mod:`augcse.rundir`) for the whole run. The recipe
     is validated first (one line, exit 2 from the CLI), whether it came from a file or was built in Python.
     """
@@ -242,7 +245,7 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
     else:
         checkpoint = latest_checkpoint(recipe.run_dir) if resume else None
     try:
-        return _train(recipe, root, corpus_path, checkpoint)
+        return _train(recipe, root, corpus_path, checkpoint, callbacks)
     finally:
         folder.release()
 
@@ -502,7 +505,8 @@ def _resume_hint(run_dir: Path) -> str:
     return f"{last.name} is resumable with --resume" if last else "start again with --overwrite"
 
 
-def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Path | None) -> dict:
+def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Path | None,
+           callbacks: Sequence[Any] = ()) -> dict:
     from augcse.callbacks import GracefulStop, ScaleLearningRate, SkipWhenTrained, restore_loss_state
     from augcse.guard import NonFiniteGuard
 
@@ -521,7 +525,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
             raise write_error(recipe, setup, write_failure(exc), "the run's records", 2**20) from None
     guard = NonFiniteGuard(setup.loss, recipe.skip_nonfinite_steps)
     stopper = GracefulStop()
-    trainer = build_trainer(recipe, setup, [guard, ScaleLearningRate(), SkipWhenTrained(), stopper])
+    trainer = build_trainer(recipe, setup, [guard, ScaleLearningRate(), SkipWhenTrained(), stopper, *callbacks])
     if checkpoint is not None:
         restore_loss_state(setup.loss, checkpoint)
         logger.info("resuming from %s", checkpoint)

@@ -15,7 +15,6 @@ from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Role, RoleError, RoleLoss, check_label_space
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
-from augcse.losses.heads import HEADS
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
 from augcse.losses.peers import CTLoss, TSDAELoss
 from augcse.losses.registry import TERMS

@@ -129,9 +129,14 @@ def recipe_differences(groups: Sequence[Group]) -> Table | None:
     """Recipe keys (dotted) whose values differ between groups, one column per group."""
     flat = [_flatten(_strip(g.runs[0].recipe)) for g in groups]
     keys = sorted({k for f in flat for k in f})
-    rows = [[f"`{k}`", *[json.dumps(f.get(k, "—"), default=str).strip('"') for f in flat]] for k in keys
+    rows = [[f"`{k}`", *[_cell(f[k]) if k in f else "—" for f in flat]] for k in keys
             if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat}) > 1]
     return Table(["recipe key", *[g.label for g in groups]], rows, align_right=False) if rows else None
+
+
+def _cell(value: Any) -> str:
+    """A recipe value as text: strings bare, anything else as JSON (non-ASCII kept as it is)."""
+    return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
 
 
 def _tasks(runs: Sequence[Run], stage: str) -> list[str]:

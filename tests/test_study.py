@@ -1,0 +1,150 @@
+"""``augcse study GRID``: a grid on the tiny model runs, is killed, resumes skipping finished runs, refuses a
+second process, and writes its table (mean ± sd over seeds, Δ vs the starting model, the scores at each
+budget) as Markdown, HTML, JSON and a curve plot; bad grid files are refused in one line before anything runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from augcse.cli import main
+
+SENTENCES = [f"sentence number {i} is about {w} and more {w}s" for i, w in
+             enumerate(["cats", "dogs", "rain", "music", "trains", "bread", "rivers", "stars"] * 4)]
+GRID = Path(__file__).resolve().parents[1] / "src" / "augcse" / "data" / "studies" / "adapt-curves.yaml"
+
+
+def _grid(tmp_path: Path, tiny_model_dir: Path, **changes) -> Path:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n")
+    spec = {
+        "title": "tiny", "seeds": [1, 2], "budgets": [1, 2], "recipe": "simcse-bert-base", "tasks": "STSBenchmark",
+        "overrides": [f"model.backbone={tiny_model_dir}", f"data.corpus={corpus}", "data.limit=16", "eval.dev=null",
+                      "eval.before=null", "training.per_device_train_batch_size=4", "training.max_steps=3"],
+        "start": {"model": str(tiny_model_dir), "pooler": "avg"},
+        "rows": {"simcse": {}},
+        **changes,
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its_table(
+        tiny_model_dir, data_dir, tmp_path, capsys):
+    grid, out = _grid(tmp_path, tiny_model_dir), tmp_path / "out"
+    command = [sys.executable, "-m", "augcse.cli", "study", str(grid), "--output", str(out),
+               "--data-dir", str(data_dir)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    folder = out / "tiny"
+    first = folder / "simcse-s1" / "summary.json"
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not first.is_file() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert first.is_file(), "the first trained run did not finish"
+    # a second process on the same grid is refused while the first holds it
+    assert main(["study", str(grid), "--output", str(out), "--data-dir", str(data_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{folder} is being run by another process (PID {process.pid})" in err
+    process.send_signal(signal.SIGKILL)  # no graceful stop: as if the machine went away
+    process.wait()
+    stamp = first.stat().st_mtime_ns
+    assert not (folder / "study.md").exists()
+
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "simcse-s1: finished, skipped" in done.stdout and "start: finished, skipped" in done.stdout
+    assert first.stat().st_mtime_ns == stamp  # the finished run was not trained again
+
+    start = json.loads((folder / "start" / "eval.json").read_text())["after"]["STSBenchmark"]
+    finals, curves = [], []
+    for seed in (1, 2):
+        run_dir = folder / f"simcse-s{seed}"
+        finals.append(json.loads((run_dir / "eval.json").read_text())["after"]["STSBenchmark"])
+        curve = json.loads((run_dir / "curve.json").read_text())
+        assert sorted(curve["steps"]) == ["1", "2"] and curve["tasks"] == "STSBenchmark"  # budgets, not the end
+        assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 3
+        curves.append(curve["steps"])
+    figures = json.loads((folder / "study.json").read_text())["sets"]["tiny"]
+    final = figures["rows"]["simcse"]["final"]["STSBenchmark"]
+    assert final["n"] == 2 and final["mean"] == pytest.approx(statistics.fmean(finals))
+    assert final["sd"] == pytest.approx(statistics.stdev(finals))
+    assert final["delta"] == pytest.approx(statistics.fmean(finals) - start)
+    by_step = figures["rows"]["simcse"]["curve"]["STSBenchmark"]
+    assert sorted(by_step, key=int) == ["1", "2", "3"]
+    assert by_step["1"]["mean"] == pytest.approx(statistics.fmean(c["1"]["STSBenchmark"] for c in curves))
+    assert by_step["3"]["values"] == finals  # the last point is the run's final evaluation
+    assert figures["rows"]["start"]["curve"]["STSBenchmark"]["0"]["values"] == [start]
+
+    markdown = (folder / "study.md").read_text()
+    lines = [[c.strip() for c in line.strip("|").split("|")] for line in markdown.splitlines() if line.startswith("| ")]
+    header = next(cells for cells in lines if cells[0] == "row")
+    cells = dict(zip(header, next(cells for cells in lines if cells[0] == "simcse")))
+    mean, sd = statistics.fmean(finals), statistics.stdev(finals)
+    assert cells["STSBenchmark"] == f"{mean:.2f} ± {sd:.2f} (n=2)"
+    assert cells["Δ STSBenchmark vs start"] == f"{mean - start:+.2f}"
+    assert (folder / "curves.png").stat().st_size > 0 and (folder / "study.html").is_file()
+    assert "curves.png" in markdown and markdown.strip() in done.stdout
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"seeds": [1, 1]}, "seeds must be a list of distinct integers"),
+    ({"budgets": [0, 2]}, "budgets must be distinct positive step counts"),
+    ({"tasks": "STS99"}, "tasks"),
+    ({"rows": {"simcse": {"recipie": "x"}}}, "rows.simcse: unknown key 'recipie'; allowed: overrides, recipe"),
+    ({"rows": {"simcse": {"overrides": ["training.learning_rat=1"]}}}, "learning_rat"),
+    ({"recipe": "no-such-recipe"}, "'no-such-recipe' is neither built in nor a file"),
+    ({"overrides": ["seed=3"]}, "overrides: override 'seed=3': seed is set per run; use seeds:"),
+    ({"rows": {"simcse": {"overrides": ["eval.after=STS16"]}}}, "eval.after is set per run; a set's runs are"),
+    ({"colour": "red"}, "unknown key 'colour'"),
+])
+def test_bad_grid_files_are_refused_in_one_line_before_anything_runs(change, message, tiny_model_dir, tmp_path, capsys):
+    grid = _grid(tmp_path, tiny_model_dir, **change)
+    assert main(["study", str(grid), "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_or_broken_grid_file_is_refused(tmp_path, capsys):
+    assert main(["study", str(tmp_path / "none.yaml")]) == 2
+    assert "grid file" in capsys.readouterr().err
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("seeds: [1\nrows: {")
+    assert main(["study", str(broken)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+
+
+def test_adaptation_grid_plans_four_sets_six_methods_three_seeds_and_the_starting_model(tmp_path, capsys):
+    assert main(["study", str(GRID), "--dry-run", "--output", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "76 runs (72 trained, 4 evaluated as they are); every trained run scored at steps 16, 32, 64, 128" in out
+    for name in ("snips", "hwu64", "tweet", "searchsnippets"):
+        assert f"{tmp_path}/adapt-curves/{name}/start  [to run]" in out
+        assert f"{tmp_path}/adapt-curves/{name}/tsdae-s3  [to run]" in out
+    assert not list(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_compare_recipe_differences_print_a_dash_not_an_escape():
+    """A key one group lacks is a dash in both the Markdown and the HTML of ``augcse compare``."""
+    from augcse.report.compare import Group, recipe_differences
+    from augcse.report.document import Document
+
+    groups = [Group("a", [SimpleNamespace(recipe={"loss": {"name": "simcse"}, "name": "a"})]),
+              Group("b", [SimpleNamespace(recipe={"loss": {"name": "sda", "params": {"margin": 0.5}}, "name": "b"})])]
+    table = recipe_differences(groups)
+    assert table.rows == [["`loss.name`", "simcse", "sda"], ["`loss.params.margin`", "—", "0.5"]]
+    doc = Document("t").add(table)
+    for text in (doc.to_markdown(Path(".")), doc.to_html()):
+        assert "—" in text and "\\u2014" not in text
