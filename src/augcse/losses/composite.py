@@ -23,8 +23,9 @@ from augcse.losses.registry import TERMS
 
 
 def _parameters(name: str):
-    """A term loss's declared parameters (the registered class's, so the library's losses are covered)."""
-    return TERMS[name].Parameters
+    """A loss's declared parameters: the composite's own, or a term's (the registered class's, so the library's
+    losses are covered)."""
+    return CompositeParameters if name == "composite" else TERMS[name].Parameters
 
 
 def term_sources(contract: Contract, inputs: Mapping[str, Any], columns: Sequence[str], who: str) -> dict[str, list[str]]:
