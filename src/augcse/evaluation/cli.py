@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -58,6 +59,8 @@ def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "aft
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    from augcse.evaluation.backends import BACKENDS  # names only: imports nothing heavy
+
     parser = subparsers.add_parser(
         "eval", help="evaluate a model (STS, transfer, clustering, intent…)",
         description="Evaluate a sentence-transformers model on registered tasks and suites (default: the STS "
@@ -74,9 +77,14 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", default=None, help="data directory (default: $AUGCSE_DATA)")
     parser.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: 128)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads for encoding (1 is much faster on a machine shared with other jobs)")
+                        help="threads for encoding and K-means (default: all cores; 1 can be faster on a machine "
+                             "shared with other jobs); the transfer and intent classifiers always use one")
+    parser.add_argument("--backend", default="torch", metavar="NAME",
+                        help=f"runtime of the encoder, float32: {', '.join(BACKENDS)} (ONNX Runtime, OpenVINO; "
+                             "the export is cached per model under $AUGCSE_CACHE/onnx; default: torch)")
     parser.add_argument("--bf16", action="store_true",
-                        help="encode under bfloat16 autocast (GPUs, AMX CPUs: ~3x faster; cosine to float32 > 0.9999)")
+                        help="encode under bfloat16 autocast (GPUs, CPUs with AMX/AVX512-BF16; cosine to float32 "
+                             "> 0.9999 but scores move); --backend torch only")
     parser.add_argument("--json", action="store_true", help="end with one JSON line: task → score")
     parser.add_argument("--list", action="store_true", help="list tasks and suites and exit")
     parser.add_argument("--save-to", metavar="RUN_DIR", default=None,
@@ -96,6 +104,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     if args.model is None:
         raise ValueError("give a MODEL (a folder such as runs/NAME/final, or a model name), or --list")
     import torch
+    from threadpoolctl import threadpool_limits
 
     from augcse.assets import data_dir as resolve_data_dir
     from augcse.encode import load_model
@@ -112,15 +121,26 @@ def _run_cli(args: argparse.Namespace) -> int:
         if args.pooler not in POOLERS:
             raise ValueError(f"unknown pooler {args.pooler!r}{suggest(args.pooler, POOLERS)}; "
                              f"choose one of {', '.join(POOLERS)}")
+    from augcse.evaluation.backends import check_backend, use_backend
+    from augcse.evaluation.encoding import bf16_warning
+
+    check_backend(args.backend)
+    if args.bf16 and args.backend != "torch":
+        raise ValueError(f"--bf16 autocasts PyTorch and --backend {args.backend} runs float32; drop one of them")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.save_to and not Path(args.save_to).is_dir():
         raise ValueError(f"--save-to {args.save_to} is not a directory; give a training run folder")
     root = resolve_data_dir(args.data_dir)
     model = load_model(args.model, pooler=args.pooler)
+    if args.bf16 and (warning := bf16_warning(model.device)):
+        print(warning, file=sys.stderr)
     start = time.perf_counter()
+    use_backend(model, args.backend, threads=args.threads)
     precision = torch.autocast(model.device.type, dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
-    with precision:
+    # --threads also bounds scikit-learn's OpenMP/BLAS threads (K-means); default: all cores
+    threads = threadpool_limits(limits=args.threads) if args.threads else contextlib.nullcontext()
+    with precision, threads:
         results = run_tasks(model, names, root, fast=args.fast, batch_size=args.batch_size)
     scores = main_scores(results)
     seconds = time.perf_counter() - start

@@ -8,6 +8,7 @@ so a second ``augcse eval`` of the same model re-encodes nothing.
 from __future__ import annotations
 
 import hashlib
+import platform
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +26,34 @@ def model_fingerprint(model: torch.nn.Module) -> str:
             step = max(1, flat.numel() // 64)
             digest.update(flat[::step].float().cpu().numpy().tobytes())
     return digest.hexdigest()[:16]
+
+
+# CPU flags of native bfloat16 arithmetic; without them PyTorch emulates bf16 matrix products in float32
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    if platform.system() != "Linux":
+        return set()
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        for line in info:
+            if line.startswith("flags"):
+                return set(line.partition(":")[2].split())
+    return set()
+
+
+def bf16_warning(device: torch.device) -> str | None:
+    """One line when bf16 autocast will be slower than float32 here: a CPU without native bf16.
+
+    ``benchmarks/roofline.py`` measures the gap (docs/RESULTS.md); GPUs and CPUs with AVX512-BF16 or
+    AMX get no warning.
+    """
+    flags = cpu_flags()
+    if device.type != "cpu" or not flags or flags & set(NATIVE_BF16_FLAGS):
+        return None
+    return (f"warning: --bf16 on a CPU without {' or '.join(NATIVE_BF16_FLAGS)} is slower than float32 "
+            f"(bf16 is emulated; benchmarks/roofline.py measures it); drop --bf16")
 
 
 class EmbeddingCache:
