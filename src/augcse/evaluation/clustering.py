@@ -23,6 +23,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
+from tqdm.auto import tqdm
 
 from augcse.assets import resolve_data
 from augcse.evaluation.tasks import FILE_TASKS, Encoder, Task, register_task
@@ -81,7 +82,7 @@ def clustering_scores(
     """Mean/std of accuracy and NMI (×100) over one K-means run per seed."""
     k = int(np.unique(labels).size)
     acc, nmi = [], []
-    for seed in seeds:
+    for seed in tqdm(seeds, desc=f"K-means k={k}, {len(labels)} texts", unit="run", leave=False, disable=None):
         pred = kmeans_labels(embeddings, k, seed, n_init)
         acc.append(100 * cluster_accuracy(labels, pred))
         nmi.append(100 * normalized_mutual_info_score(labels, pred))

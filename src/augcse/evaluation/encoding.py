@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 
 def model_fingerprint(model: torch.nn.Module) -> str:
@@ -66,6 +67,8 @@ class EmbeddingCache:
         cache_dir: optional folder for an on-disk ``.npz`` cache keyed by the model fingerprint.
     """
 
+    CHUNK_BATCHES = 16  # batches per model.encode call: the progress bar's step
+
     def __init__(
         self,
         model,
@@ -86,18 +89,23 @@ class EmbeddingCache:
                     self._store = dict(zip(saved["sentences"].tolist(), saved["embeddings"]))
 
     def prefetch(self, sentences: Sequence[str], desc: str = "encoding") -> None:
-        """Encode every not-yet-seen sentence in one length-sorted pass."""
+        """Encode every not-yet-seen sentence in one length-sorted pass.
+
+        With ``show_progress`` a bar counts sentences (and sentences/s) over chunks of
+        :attr:`CHUNK_BATCHES` batches; ``model.encode`` still sorts each chunk by length.
+        """
         missing = sorted({s for s in sentences if s not in self._store}, key=len)
         if not missing:
             return
-        embeddings = self.model.encode(
-            missing,
-            batch_size=self.batch_size,
-            show_progress_bar=self.show_progress,
-            convert_to_numpy=True,
-        )
-        self.encoded_count += len(missing)
-        self._store.update(zip(missing, np.asarray(embeddings, dtype=np.float32)))
+        chunk = self.batch_size * self.CHUNK_BATCHES
+        with tqdm(total=len(missing), desc=desc, unit="sent", disable=not self.show_progress, leave=False) as bar:
+            for start in range(0, len(missing), chunk):
+                part = missing[start:start + chunk]
+                embeddings = self.model.encode(part, batch_size=self.batch_size, show_progress_bar=False,
+                                               convert_to_numpy=True)
+                self._store.update(zip(part, np.asarray(embeddings, dtype=np.float32)))
+                self.encoded_count += len(part)
+                bar.update(len(part))
         if self._disk is not None:
             self.save()
 
