@@ -104,3 +104,15 @@ def test_cpu_flags_reads_this_machine() -> None:
     flags = encoding.cpu_flags()
     if Path("/proc/cpuinfo").is_file():
         assert flags and all(" " not in f for f in flags)
+
+
+def test_encode_cli_backend_writes_torch_embeddings(tiny_model_dir, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("AUGCSE_CACHE", str(tmp_path / "cache"))
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(SENTENCES) + "\n")
+    for backend in ("torch", "onnx"):
+        assert main(["encode", str(tiny_model_dir), str(text), "--out", str(tmp_path / backend),
+                     "--backend", backend]) == 0
+    assert any((tmp_path / "cache" / "onnx").glob("*/model.onnx"))  # the default cache, under $AUGCSE_CACHE
+    got, expected = np.load(tmp_path / "onnx.npy"), np.load(tmp_path / "torch.npy")
+    assert 1 - _min_cosine(got, expected) < 1e-5

@@ -78,6 +78,8 @@ def npy_path(out: str) -> Path:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    from augcse.evaluation.backends import add_backend_argument  # imports nothing heavy
+
     parser = subparsers.add_parser(
         "encode", help="embed sentences (one per line) with a model folder or name",
         description="Embed sentences, one per line, into a .npy array: row i is the embedding of line i. "
@@ -86,18 +88,22 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("input", nargs="?", default="-", help="text file, one sentence per line (default: stdin)")
     parser.add_argument("--out", required=True, help="output file; .npy is appended when missing")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)")
+    add_backend_argument(parser)
     parser.set_defaults(func=_run_cli)
 
 
 def _run_cli(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from augcse.evaluation.backends import check_backend, use_backend
+
+    check_backend(args.backend)
     if args.input == "-":
         sentences = read_sentences(sys.stdin, "standard input")
     else:
         with open(args.input, encoding="utf-8") as handle:
             sentences = read_sentences(handle, args.input)
-    embeddings = encode(load_model(args.model), sentences, args.batch_size)
+    embeddings = encode(use_backend(load_model(args.model), args.backend), sentences, args.batch_size)
     out = npy_path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.save(out, embeddings)

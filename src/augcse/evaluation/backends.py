@@ -67,6 +67,13 @@ BACKENDS: dict[str, Callable[[Path, Any, int], Runner] | None] = {
 REQUIRES: dict[str, tuple[str, ...]] = {"onnx": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx")}
 
 
+def add_backend_argument(parser) -> None:
+    """``--backend NAME`` on an argparse parser (``augcse eval``, ``augcse encode``)."""
+    parser.add_argument("--backend", default="torch", metavar="NAME",
+                        help=f"runtime of the encoder, float32: {', '.join(BACKENDS)} (ONNX Runtime, OpenVINO; "
+                             "the export is cached per model under $AUGCSE_CACHE/onnx; default: torch)")
+
+
 def check_backend(name: str) -> None:
     """ValueError naming the fix when ``name`` is unknown or its runtime is not installed."""
     from augcse.names import suggest

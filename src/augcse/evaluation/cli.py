@@ -59,7 +59,7 @@ def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "aft
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    from augcse.evaluation.backends import BACKENDS  # names only: imports nothing heavy
+    from augcse.evaluation.backends import add_backend_argument  # imports nothing heavy
 
     parser = subparsers.add_parser(
         "eval", help="evaluate a model (STS, transfer, clustering, intent…)",
@@ -79,9 +79,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for encoding and K-means (default: all cores; 1 can be faster on a machine "
                              "shared with other jobs); the transfer and intent classifiers always use one")
-    parser.add_argument("--backend", default="torch", metavar="NAME",
-                        help=f"runtime of the encoder, float32: {', '.join(BACKENDS)} (ONNX Runtime, OpenVINO; "
-                             "the export is cached per model under $AUGCSE_CACHE/onnx; default: torch)")
+    add_backend_argument(parser)
     parser.add_argument("--bf16", action="store_true",
                         help="encode under bfloat16 autocast (GPUs, CPUs with AMX/AVX512-BF16; cosine to float32 "
                              "> 0.9999 but scores move); --backend torch only")
