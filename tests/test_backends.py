@@ -116,3 +116,10 @@ def test_encode_cli_backend_writes_torch_embeddings(tiny_model_dir, tmp_path, mo
     assert any((tmp_path / "cache" / "onnx").glob("*/model.onnx"))  # the default cache, under $AUGCSE_CACHE
     got, expected = np.load(tmp_path / "onnx.npy"), np.load(tmp_path / "torch.npy")
     assert 1 - _min_cosine(got, expected) < 1e-5
+
+
+def test_eval_prints_where_the_time_went(tiny_model_dir, capsys) -> None:
+    assert main(["eval", str(tiny_model_dir), "--pooler", "avg", "--tasks", "STSBenchmark-dev-original",
+                 "--backend", "torch"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("(1 tasks in ") and "encoding " in last and ", dev " in last  # STS-B dev is the "dev" suite

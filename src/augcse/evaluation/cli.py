@@ -33,6 +33,18 @@ def _table(results: dict[str, dict[str, float]], scores: dict[str, float]) -> st
     return "\n".join(lines)
 
 
+def _phases(results: dict[str, dict[str, float]], seconds: float) -> str:
+    """Where the time went: the shared encoding (with the export of a --backend) and each suite's own tasks."""
+    from augcse.evaluation.tasks import get_task
+
+    by_suite: dict[str, float] = {}
+    for name, scores in results.items():
+        suite = (get_task(name).suites or ("other",))[0]
+        by_suite[suite] = by_suite.get(suite, 0.0) + scores["seconds"]
+    encoding = seconds - sum(by_suite.values())
+    return ", ".join([f"encoding {encoding:.0f} s", *(f"{suite} {t:.0f} s" for suite, t in by_suite.items())])
+
+
 def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "after") -> Path:
     """Merge ``scores`` into ``RUN_DIR/eval.json`` under ``stage``, so ``augcse report``/``compare`` show them.
 
@@ -143,7 +155,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     scores = main_scores(results)
     seconds = time.perf_counter() - start
     print(_table(results, scores))
-    print(f"({len(names)} tasks in {seconds:.0f} s)")
+    print(f"({len(names)} tasks in {seconds:.0f} s: {_phases(results, seconds)})")
     if args.save_to:
         saved = save_scores(args.save_to, {**scores, **details(results)}, args.stage)
         print(f"scores merged into {saved} ({args.stage})")
