@@ -16,6 +16,7 @@ the forward (the backward pass is two products per forward product). Achieved GF
 fraction of the float32 GEMM rate are printed for every line.
 
     python benchmarks/roofline.py --data-dir ../shared/data            # about 2-3 min on 2 idle cores
+    python benchmarks/roofline.py --data-dir ../shared/data --suite all  # + the floor of encoding --suite all
     python benchmarks/roofline.py --data-dir ../shared/data --sentences 256 --train-steps 2 --no-compile
 """
 
@@ -36,7 +37,7 @@ from augcse.corpus import read_corpus
 from augcse.encode import load_model
 from augcse.evaluation.backends import check_backend, use_backend
 from augcse.evaluation.encoding import NATIVE_BF16_FLAGS, cpu_flags
-from augcse.evaluation.tasks import get_task, load_builtin_tasks
+from augcse.evaluation.tasks import get_task, load_builtin_tasks, resolve_tasks
 from augcse.losses.infonce import KeyBlock, info_nce
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -90,6 +91,17 @@ def encoding_run(model, sentences: list[str], batch_size: int, precision) -> tup
     return time.perf_counter() - begin, flops
 
 
+def suite_flops(model, suite: str, root, batch_size: int) -> tuple[int, float]:
+    """(distinct sentences, encoder FLOPs) of encoding every sentence of ``suite`` as ``augcse eval`` does."""
+    tasks = [get_task(n) for n in resolve_tasks(suite)]
+    distinct = sorted({s for t in tasks for s in t.sentences(t.load(root))}, key=len)
+    config = model[0].auto_model.config
+    flops = 0.0
+    for start in range(0, len(distinct), batch_size):
+        flops += forward_flops(config, *model.preprocess(distinct[start:start + batch_size])["input_ids"].shape)
+    return len(distinct), flops
+
+
 def training_step(encoder: Callable, batch: dict[str, torch.Tensor], optimizer) -> None:
     """One SimCSE step: the batch's two dropout views in one forward, mean pooling, InfoNCE (τ 0.05), AdamW."""
     features = {k: torch.cat([v, v]) for k, v in batch.items()}
@@ -133,6 +145,8 @@ def main() -> None:
     ap.add_argument("--train-len", type=int, default=32, help="tokens per training sentence (SimCSE: 32)")
     ap.add_argument("--train-steps", type=int, default=3, help="timed steps per training line")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile lines")
+    ap.add_argument("--suite", default=None, help="also count the FLOPs of encoding this suite (e.g. all) and "
+                                                  "the time that takes at the float32 GEMM rate")
     args = ap.parse_args()
     for name in args.backends.split(","):
         check_backend(name.removesuffix("-bf16"))
@@ -166,6 +180,11 @@ def main() -> None:
     def line(name: str, seconds: float, flops: float, extra: str = "") -> None:
         rate = flops / seconds / 1e9
         print(f"| {name} | {seconds:.2f} | {rate:.1f} | {rate / peak:.0%} | {extra} |")
+
+    if args.suite:
+        count, total = suite_flops(model, args.suite, root, args.batch_size)
+        print(f"suite {args.suite}: {count} distinct sentences, {total / 1e12:.1f} TFLOP to encode; at the float32 "
+              f"GEMM rate that is {total / peak / 1e9 / 60:.1f} min, the floor of float32 encoding here")
 
     print(f"\n## Encoding: {len(sentences)} STS-B dev sentences, batch {args.batch_size}\n"
           "| backend | seconds | GFLOP/s | of float32 GEMM | sentences/s |\n|---|---:|---:|---:|---|")
