@@ -89,8 +89,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", default=None, help="data directory (default: $AUGCSE_DATA)")
     parser.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: 128)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="threads for encoding and K-means (default: all cores; 1 can be faster on a machine "
-                             "shared with other jobs); the transfer and intent classifiers always use one")
+                        help="threads for encoding (default: all cores; 1 can be faster on a machine shared with "
+                             "other jobs); classifiers and K-means always use one")
     add_backend_argument(parser)
     parser.add_argument("--bf16", action="store_true",
                         help="encode under bfloat16 autocast (GPUs, CPUs with AMX/AVX512-BF16; cosine to float32 "
@@ -114,7 +114,6 @@ def _run_cli(args: argparse.Namespace) -> int:
     if args.model is None:
         raise ValueError("give a MODEL (a folder such as runs/NAME/final, or a model name), or --list")
     import torch
-    from threadpoolctl import threadpool_limits
 
     from augcse.assets import data_dir as resolve_data_dir
     from augcse.encode import load_model
@@ -148,9 +147,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     use_backend(model, args.backend, threads=args.threads)
     precision = torch.autocast(model.device.type, dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
-    # --threads also bounds scikit-learn's OpenMP/BLAS threads (K-means); default: all cores
-    threads = threadpool_limits(limits=args.threads) if args.threads else contextlib.nullcontext()
-    with precision, threads:
+    with precision:
         results = run_tasks(model, names, root, fast=args.fast, batch_size=args.batch_size)
     scores = main_scores(results)
     seconds = time.perf_counter() - start

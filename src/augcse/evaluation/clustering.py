@@ -23,6 +23,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from augcse.assets import resolve_data
@@ -68,12 +69,14 @@ def aligned_confusion(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
 
 
 def kmeans_labels(embeddings: np.ndarray, n_clusters: int, seed: int, n_init: int = N_INIT) -> np.ndarray:
-    """One K-means run (Lloyd, k-means++ init) with a fixed seed, on scikit-learn's OpenMP threads.
+    """One K-means run (Lloyd, k-means++ init) with a fixed seed, on one OpenMP thread.
 
-    All cores unless the caller limits them (``augcse eval --threads`` does, with threadpoolctl);
-    the labels do not depend on the thread count (``tests/test_clustering.py``).
+    Two threads on a 2-core machine busy with other jobs took 152 s instead of 23 s for one Tweet-sized
+    run (2472 × 384, k = 89, n_init 10; CPU time 21 s against 1.6 s: threads waiting on each other at
+    every step); docs/RESULTS.md. The labels do not depend on the thread count (tests/test_clustering.py).
     """
-    return KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit_predict(embeddings)
+    with threadpool_limits(limits=1):
+        return KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit_predict(embeddings)
 
 
 def clustering_scores(
