@@ -17,6 +17,7 @@ This module imports nothing heavy, so ``augcse eval --help`` can list the backen
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ def _onnxruntime(onnx_path: Path, config: Any, threads: int) -> Runner:
     if not fused.is_file():
         optimized = optimize_model(str(onnx_path), model_type="bert", num_heads=config.num_attention_heads,
                                    hidden_size=config.hidden_size)
-        tmp = fused.with_name("model.ort.tmp.onnx")
+        tmp = fused.with_name(f"model.ort.{os.getpid()}.tmp.onnx")
         optimized.save_model_to_file(str(tmp))
         tmp.replace(fused)
     options = ort.SessionOptions()

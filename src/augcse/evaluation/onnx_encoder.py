@@ -7,6 +7,7 @@ sentence-transformers ``Transformer`` module exactly as the PyTorch model did.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -55,7 +56,7 @@ def export_onnx(encoder: torch.nn.Module, names: tuple[str, ...], out: Path) -> 
     example = tuple({"attention_mask": mask, "token_type_ids": torch.zeros_like(mask)}.get(n, mask) for n in names)
     before = encoder.config._attn_implementation
     encoder.set_attn_implementation("eager")
-    tmp = out / "model.tmp.onnx"
+    tmp = out / f"model.{os.getpid()}.tmp.onnx"  # two runs exporting at once each write their own
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's notes on constant shapes and on the legacy exporter
