@@ -47,6 +47,20 @@ def test_kmeans_recovers_well_separated_blobs() -> None:
     assert scores["acc"] == 100.0 and abs(scores["nmi"] - 100.0) < 1e-6 and scores["acc_std"] == 0.0
 
 
+def test_kmeans_labels_do_not_depend_on_the_thread_count() -> None:
+    """kmeans_labels pins one thread for speed on shared machines; the thread count never changes the labels."""
+    from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
+
+    from augcse.evaluation.clustering import kmeans_labels
+
+    rng = np.random.default_rng(1)  # overlapping clusters in 64 dimensions: many Lloyd iterations
+    x = (rng.normal(size=(3000, 64)) + 1.5 * rng.normal(size=(8, 64))[rng.integers(0, 8, 3000)]).astype(np.float32)
+    with threadpool_limits(limits=2):
+        two = KMeans(n_clusters=8, n_init=3, random_state=0).fit_predict(x)
+    np.testing.assert_array_equal(kmeans_labels(x, 8, seed=0, n_init=3), two)
+
+
 def test_clustering_suite_and_loaders(data_dir: Path) -> None:
     names = resolve_tasks("clustering")
     assert names == ["AgNews", "SearchSnippets", "StackOverflow", "Biomedical", "Tweet",

@@ -101,6 +101,8 @@ def npy_path(out: str) -> Path:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    from augcse.evaluation.backends import add_backend_argument  # imports nothing heavy
+
     parser = subparsers.add_parser(
         "encode", help="embed sentences (one per line) with a model folder or name",
         description="Embed sentences, one per line, into a .npy array: row i is the embedding of line i. "
@@ -111,6 +113,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                         help="output file; .npy is appended when missing (a folder is refused, not written beside)")
     parser.add_argument("--encoding", default="utf-8", help="the input's text encoding (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)")
+    add_backend_argument(parser)
     parser.set_defaults(func=_run_cli)
 
 
@@ -126,16 +129,18 @@ def output_file(out: str) -> Path:
 def _run_cli(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from augcse.evaluation.backends import check_backend, use_backend
     from augcse.outputs import free_bytes, mib, write_failure
     from augcse.textfile import check_encoding, decode_lines, read_lines
 
     check_encoding(args.encoding)
+    check_backend(args.backend)
     if args.input == "-":
         sentences = read_sentences(decode_lines(sys.stdin.buffer, "standard input", args.encoding), "standard input")
     else:
         sentences = read_sentences(read_lines(args.input, args.encoding), args.input)
     out = output_file(args.out)
-    embeddings = encode(load_model(args.model), sentences, args.batch_size)
+    embeddings = encode(use_backend(load_model(args.model), args.backend), sentences, args.batch_size)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         np.save(out, embeddings)

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,18 @@ def _read_eval(path: Path) -> dict:
     return saved
 
 
+def _phases(results: dict[str, dict[str, float]], seconds: float) -> str:
+    """Where the time went: the shared encoding (with the export of a --backend) and each suite's own tasks."""
+    from augcse.evaluation.tasks import get_task
+
+    by_suite: dict[str, float] = {}
+    for name, scores in results.items():
+        suite = (get_task(name).suites or ("other",))[0]
+        by_suite[suite] = by_suite.get(suite, 0.0) + scores["seconds"]
+    encoding = seconds - sum(by_suite.values())
+    return ", ".join([f"encoding {encoding:.0f} s", *(f"{suite} {t:.0f} s" for suite, t in by_suite.items())])
+
+
 def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "after",
                 versions: dict[str, Any] | None = None) -> Path:
     """Merge ``scores`` into ``RUN_DIR/eval.json`` under ``stage``, so ``augcse report``/``compare`` show them.
@@ -103,6 +116,8 @@ def task_listing() -> str:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    from augcse.evaluation.backends import add_backend_argument  # imports nothing heavy
+
     parser = subparsers.add_parser(
         "eval", help="evaluate a model (STS, transfer, clustering, intent…)",
         description="Evaluate a sentence-transformers model on registered tasks and suites (default: the STS "
@@ -119,9 +134,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", default=None, help="data directory (default: $AUGCSE_DATA)")
     parser.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: 128)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads for encoding (1 is much faster on a machine shared with other jobs)")
+                        help="threads for encoding (default: all cores; 1 can be faster on a machine shared with "
+                             "other jobs); classifiers and K-means always use one")
+    add_backend_argument(parser)
     parser.add_argument("--bf16", action="store_true",
-                        help="encode under bfloat16 autocast (GPUs, AMX CPUs: ~3x faster; cosine to float32 > 0.9999)")
+                        help="encode under bfloat16 autocast (GPUs, CPUs with AMX/AVX512-BF16; cosine to float32 "
+                             "> 0.9999 but scores move); --backend torch only")
     parser.add_argument("--json", action="store_true", help="end with one JSON line: task → score")
     parser.add_argument("--list", action="store_true", help="list tasks and suites and exit")
     parser.add_argument("--save-to", metavar="RUN_DIR", default=None,
@@ -168,6 +186,12 @@ def _run_cli(args: argparse.Namespace) -> int:
         if args.pooler not in POOLERS:
             raise ValueError(f"unknown pooler {args.pooler!r}{suggest(args.pooler, POOLERS)}; "
                              f"choose one of {', '.join(POOLERS)}")
+    from augcse.evaluation.backends import check_backend, use_backend
+    from augcse.evaluation.encoding import bf16_warning
+
+    check_backend(args.backend)
+    if args.bf16 and args.backend != "torch":
+        raise ValueError(f"--bf16 autocasts PyTorch and --backend {args.backend} runs float32; drop one of them")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.save_to:
@@ -176,14 +200,17 @@ def _run_cli(args: argparse.Namespace) -> int:
         raise ValueError(f"--stage {VERSIONS_KEY}: eval.json keeps the versions under that key; name another stage")
     root = resolve_data_dir(args.data_dir)
     model = load_model(args.model, pooler=args.pooler)
+    if args.bf16 and (warning := bf16_warning(model.device)):
+        print(warning, file=sys.stderr)
     start = time.perf_counter()
+    use_backend(model, args.backend, threads=args.threads)
     precision = torch.autocast(model.device.type, dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
     with precision:
         results = run_tasks(model, names, root, fast=args.fast, batch_size=args.batch_size)
     scores = main_scores(results)
     seconds = time.perf_counter() - start
     print(_table(results, scores))
-    print(f"({len(names)} tasks in {seconds:.0f} s)")
+    print(f"({len(names)} tasks in {seconds:.0f} s: {_phases(results, seconds)})")
     if args.save_to:
         saved = save_scores(args.save_to, {**scores, **details(results)}, args.stage, versions(args.model, names, root))
         print(f"scores merged into {saved} ({args.stage})")

@@ -24,6 +24,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
 from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
 from augcse.assets import resolve_data
 from augcse.evaluation.tasks import FILE_TASKS, Encoder, Task, TaskRecord, register_task
@@ -68,8 +69,13 @@ def aligned_confusion(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
 
 
 def kmeans_labels(embeddings: np.ndarray, n_clusters: int, seed: int, n_init: int = N_INIT) -> np.ndarray:
-    """One K-means run (Lloyd, k-means++ init) with a fixed seed."""
-    with threadpool_limits(limits=1):  # small dense problems; extra threads only contend on a shared machine
+    """One K-means run (Lloyd, k-means++ init) with a fixed seed, on one OpenMP thread.
+
+    Two threads on a 2-core machine busy with other jobs took 152 s instead of 23 s for one Tweet-sized
+    run (2472 × 384, k = 89, n_init 10; CPU time 21 s against 1.6 s: threads waiting on each other at
+    every step); docs/RESULTS.md. The labels do not depend on the thread count (tests/test_clustering.py).
+    """
+    with threadpool_limits(limits=1):
         return KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit_predict(embeddings)
 
 
@@ -79,7 +85,7 @@ def clustering_scores(
     """Mean/std of accuracy and NMI (×100) over one K-means run per seed."""
     k = int(np.unique(labels).size)
     acc, nmi = [], []
-    for seed in seeds:
+    for seed in tqdm(seeds, desc=f"K-means k={k}, {len(labels)} texts", unit="run", leave=False, disable=None):
         pred = kmeans_labels(embeddings, k, seed, n_init)
         acc.append(100 * cluster_accuracy(labels, pred))
         nmi.append(100 * normalized_mutual_info_score(labels, pred))

@@ -8,11 +8,13 @@ so a second ``augcse eval`` of the same model re-encodes nothing.
 from __future__ import annotations
 
 import hashlib
+import platform
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 
 def model_fingerprint(model: torch.nn.Module) -> str:
@@ -27,6 +29,34 @@ def model_fingerprint(model: torch.nn.Module) -> str:
     return digest.hexdigest()[:16]
 
 
+# CPU flags of native bfloat16 arithmetic; without them PyTorch emulates bf16 matrix products in float32
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    if platform.system() != "Linux":
+        return set()
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        for line in info:
+            if line.startswith("flags"):
+                return set(line.partition(":")[2].split())
+    return set()
+
+
+def bf16_warning(device: torch.device) -> str | None:
+    """One line when bf16 autocast will be slower than float32 here: a CPU without native bf16.
+
+    ``benchmarks/roofline.py`` measures the gap (docs/RESULTS.md); GPUs and CPUs with AVX512-BF16 or
+    AMX get no warning.
+    """
+    flags = cpu_flags()
+    if device.type != "cpu" or not flags or flags & set(NATIVE_BF16_FLAGS):
+        return None
+    return (f"warning: --bf16 on a CPU without {' or '.join(NATIVE_BF16_FLAGS)} is slower than float32 "
+            f"(bf16 is emulated; benchmarks/roofline.py measures it); drop --bf16")
+
+
 class EmbeddingCache:
     """``encode(sentences) -> np.ndarray`` with every distinct sentence encoded once.
 
@@ -36,6 +66,8 @@ class EmbeddingCache:
         show_progress: show a progress bar while encoding.
         cache_dir: optional folder for an on-disk ``.npz`` cache keyed by the model fingerprint.
     """
+
+    CHUNK_BATCHES = 16  # batches per model.encode call: the progress bar's step
 
     def __init__(
         self,
@@ -57,18 +89,23 @@ class EmbeddingCache:
                     self._store = dict(zip(saved["sentences"].tolist(), saved["embeddings"]))
 
     def prefetch(self, sentences: Sequence[str], desc: str = "encoding") -> None:
-        """Encode every not-yet-seen sentence in one length-sorted pass."""
+        """Encode every not-yet-seen sentence in one length-sorted pass.
+
+        With ``show_progress`` a bar counts sentences (and sentences/s) over chunks of
+        :attr:`CHUNK_BATCHES` batches; ``model.encode`` still sorts each chunk by length.
+        """
         missing = sorted({s for s in sentences if s not in self._store}, key=len)
         if not missing:
             return
-        embeddings = self.model.encode(
-            missing,
-            batch_size=self.batch_size,
-            show_progress_bar=self.show_progress,
-            convert_to_numpy=True,
-        )
-        self.encoded_count += len(missing)
-        self._store.update(zip(missing, np.asarray(embeddings, dtype=np.float32)))
+        chunk = self.batch_size * self.CHUNK_BATCHES
+        with tqdm(total=len(missing), desc=desc, unit="sent", disable=not self.show_progress, leave=False) as bar:
+            for start in range(0, len(missing), chunk):
+                part = missing[start:start + chunk]
+                embeddings = self.model.encode(part, batch_size=self.batch_size, show_progress_bar=False,
+                                               convert_to_numpy=True)
+                self._store.update(zip(part, np.asarray(embeddings, dtype=np.float32)))
+                self.encoded_count += len(part)
+                bar.update(len(part))
         if self._disk is not None:
             self.save()
 

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from sklearn.model_selection import StratifiedKFold
 from torch import nn
+from tqdm.auto import tqdm
 
 SENTEVAL_SEED = 1111
 L2_GRID = tuple(10.0**t for t in range(-5, -1))  # SentEval's PyTorch grid
@@ -305,10 +306,13 @@ def _fit_jobs(X: torch.Tensor, y: torch.Tensor, jobs: Sequence[Job], nclasses: i
     live = torch.arange(n_groups, device=device)  # original ids of the groups still training
     optim = OPTIMIZERS[config.optim]([W, b])
     nepoch = 0
+    bar = tqdm(total=config.max_epoch, desc=f"classifier: {len(jobs)} models", unit="epoch", leave=False,
+               disable=None)  # on a terminal only
     while bool(active.any()) and nepoch <= config.max_epoch:
         for _ in range(config.epoch_size):
             _train_epoch(X, y, [groups[int(g)] for g in live], W, b, l2[live], optim, config.batch_size, C)
         nepoch += config.epoch_size
+        bar.update(min(config.epoch_size, bar.total - bar.n))
         correct = _correct(X, y, dev_idx[live], dev_mask[live], W, b, C)
         act = active[live]
         improved = act & (correct > best[live])
@@ -325,6 +329,8 @@ def _fit_jobs(X: torch.Tensor, y: torch.Tensor, jobs: Sequence[Job], nclasses: i
             rows = still.nonzero().squeeze(1)
             live, W, b = live[rows], W[rows].contiguous(), b[rows].contiguous()
             optim.keep(rows)
+        bar.set_postfix(training=int(active.sum()))
+    bar.close()
     return _collect(groups, jobs, best_W, best_b, best, dev_mask, C)
 
 
