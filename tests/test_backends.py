@@ -81,9 +81,9 @@ def test_unknown_or_missing_backend_is_one_clear_error(monkeypatch) -> None:
     (["--backend", "onnx", "--bf16"], "--bf16 autocasts PyTorch and --backend onnx runs float32"),
 ])
 def test_eval_cli_refuses_before_loading(args, message, capsys, monkeypatch) -> None:
-    import augcse.encode
+    import augcse.models
 
-    monkeypatch.setattr(augcse.encode, "load_model", lambda *a, **k: pytest.fail("loaded a model"))
+    monkeypatch.setattr(augcse.models, "load_model", lambda *a, **k: pytest.fail("loaded a model"))
     assert main(["eval", "no-such-model", "--tasks", "STSBenchmark-dev-original", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]

@@ -159,9 +159,9 @@ def test_a_truncated_weights_file_is_one_line_for_encode_eval_and_train(tiny_mod
 def test_eval_save_to_is_checked_before_the_model_loads(tmp_path: Path, read_only_dir: Path,
                                                         capsys: pytest.CaptureFixture,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import augcse.encode
+    import augcse.models
 
-    monkeypatch.setattr(augcse.encode, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(augcse.models, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
     run = tmp_path / "run"
     run.mkdir()
     (run / "eval.json").write_text("[1, 2")

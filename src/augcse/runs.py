@@ -236,7 +236,7 @@ def evaluate_model(model: str, pooler: str | None, tasks: str, data_dir: str | N
                    all_metrics: bool = False) -> dict[str, float]:
     """Headline scores (and suite averages) of ``model``, rebuilt as its encoder with ``pooler`` unless
     None; ``all_metrics`` adds every other metric as ``task/metric`` (not timings or selection scores)."""
-    from augcse.encode import load_model
+    from augcse.models import load_model
     from augcse.evaluation.suite import main_scores, run_tasks
 
     results = run_tasks(load_model(model, pooler=pooler), tasks, data_dir, batch_size=64)

@@ -269,7 +269,7 @@ def build_setup(recipe: Recipe, root: Path | None, corpus_path: Path) -> Setup:
     """Corpus, model, loss, views and trainer arguments, in the order that makes a run reproducible."""
     import torch
 
-    from augcse.encode import damaged_weights
+    from augcse.models import damaged_weights
     from augcse.evaluation.suite import SuiteEvaluator
     from augcse.losses import bind_dataset
     from augcse.views import ViewContext, build_views

@@ -173,7 +173,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     import torch
 
     from augcse.assets import data_dir as resolve_data_dir
-    from augcse.encode import load_model
+    from augcse.models import load_model
     from augcse.evaluation.suite import main_scores, run_tasks
 
     spec = ",".join(x for x in (args.tasks, args.suite) if x) or "sts"
