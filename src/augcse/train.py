@@ -34,7 +34,8 @@ class RunError(RuntimeError):
 # --------------------------------------------------------------------------- pieces
 
 def build_model(recipe: Recipe):
-    """The SentenceTransformer to train: a backbone with the recipe's pooler, or an ST folder as it is.
+    """The SentenceTransformer to train: a backbone with the recipe's pooler (and, unless ``model.normalize`` is
+    false, the modules it was published with after pooling), or an ST folder as it is.
 
     ``model.max_seq_length`` truncates training batches only (the collator's ``max_length``); the
     model keeps its own maximum, so evaluation sees whole sentences as SentEval does.
@@ -48,7 +49,8 @@ def build_model(recipe: Recipe):
         if recipe.model.pooler is None:
             model = SentenceTransformer(location)
         else:
-            model = build_sentence_transformer(location, recipe.model.pooler, max_seq_length=None)
+            model = build_sentence_transformer(location, recipe.model.pooler, max_seq_length=None,
+                                               keep_after_pooling=recipe.model.normalize)
     except (OSError, ValueError, KeyError) as exc:  # Hub errors are OSErrors; a bad folder a ValueError/KeyError
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise AssetError(f"recipe key 'model.backbone': {recipe.model.backbone!r} could not be loaded ({first}); "

@@ -32,7 +32,8 @@ DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
 @dataclass
 class ModelConfig:
     backbone: str = "sentence-transformers/all-MiniLM-L6-v2"  # Hugging Face name or local folder (a packaged copy first)
-    pooler: str | None = "avg"  # the encoder + this pooler (a model's Normalize is not kept); None: the model as published
+    pooler: str | None = "avg"  # the encoder + this pooler; None: the model as published
+    normalize: bool = True  # with a pooler, keep the modules a sentence-transformers model has after pooling (Normalize); a plain encoder gets none added
     max_seq_length: int = field(default=32, metadata=POSITIVE)  # tokens per training sentence (truncation)
 
 
