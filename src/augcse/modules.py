@@ -118,7 +118,7 @@ def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_lengt
         max_seq_length = published_max_seq_length(backbone)
     config_kwargs = {"output_hidden_states": True} if spec.layers is not None else None
     after = modules_after_pooling(backbone)
-    if after and not keep_after_pooling:  # e.g. Normalize: cosine scores are unchanged, K-means and dot products are not
+    if after and not keep_after_pooling:  # Normalize: cosine scores are unchanged, K-means and dot products not
         names = " + ".join(str(e.get("type", "")).rsplit(".", 1)[-1] for e in after)
         logger.info("model %s rebuilt with pooler %s without its %s after pooling (model.normalize: false)",
                     backbone, pooler, names)

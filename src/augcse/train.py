@@ -272,7 +272,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
     from sentence_transformers import SentenceTransformerTrainer
 
     from augcse.callbacks import (
-        GracefulStop, JsonlLogger, LossStateCheckpoint, SyncLossGradients, restore_loss_state, truncate_log,
+        DrawEpoch, GracefulStop, JsonlLogger, LossStateCheckpoint, SyncLossGradients, restore_loss_state, truncate_log,
     )
     from augcse.evaluation.suite import SuiteEvaluator
     from augcse.losses import bind_dataset
@@ -313,7 +313,8 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
 
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=train_dataset, loss=loss, evaluator=evaluator,
-        callbacks=[JsonlLogger(run_dir / "log.jsonl", loss), LossStateCheckpoint(loss), SyncLossGradients(loss)],
+        callbacks=[JsonlLogger(run_dir / "log.jsonl", loss), LossStateCheckpoint(loss), DrawEpoch(),
+                   SyncLossGradients(loss)],
     )
     trainer.callback_handler.callbacks.sort(key=lambda cb: not isinstance(cb, JsonlLogger))  # exact values first
     trainer.data_collator.max_length = recipe.model.max_seq_length  # truncate training batches only

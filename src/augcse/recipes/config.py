@@ -33,7 +33,9 @@ DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
 class ModelConfig:
     backbone: str = "sentence-transformers/all-MiniLM-L6-v2"  # Hugging Face name or local folder (a packaged copy first)
     pooler: str | None = "avg"  # the encoder + this pooler; None: the model as published
-    normalize: bool = True  # with a pooler, keep the modules a sentence-transformers model has after pooling (Normalize); a plain encoder gets none added
+    # with a pooler, keep the modules a sentence-transformers model has after pooling (all-MiniLM-L6-v2: Normalize);
+    # a plain encoder has none, and none is added
+    normalize: bool = True
     max_seq_length: int = field(default=32, metadata=POSITIVE)  # tokens per training sentence (truncation)
 
 
