@@ -69,3 +69,22 @@ def test_cards_sigkill_then_resume_equals_uninterrupted(tmp_path, tiny_model_dir
         torch.testing.assert_close(b[key], a[key], rtol=0, atol=0, msg=key)
     assert losses(killed) == pytest.approx(losses(straight), rel=1e-6)
     assert sorted(losses(straight)) == list(range(1, STEPS + 1))
+
+
+def test_each_epoch_reaches_the_cards_transform(tmp_path, tiny_model_dir, data_dir, monkeypatch):
+    """The trainer's epochs reach the view's transform (else every epoch would redraw epoch 0's values)."""
+    from augcse.recipes.config import load_recipe
+    from augcse.train import run
+    from augcse.views.cards import CardsDraws
+
+    seen: list[int] = []
+    original = CardsDraws.set_epoch
+    monkeypatch.setattr(CardsDraws, "set_epoch", lambda self, epoch: (seen.append(epoch), original(self, epoch)))
+    lines = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:80]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n")
+    overrides = command(tmp_path, tiny_model_dir, corpus, "epochs")[6:]
+    recipe = load_recipe(name="cards-minilm", overrides=[o for o in overrides if "max_steps" not in o and
+                                                         "save_steps" not in o] + ["training.max_steps=9"])
+    run(recipe, data_dir)
+    assert seen == [0, 1, 2]  # 9 steps of 4 per epoch
