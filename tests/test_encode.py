@@ -54,21 +54,23 @@ def test_a_run_folder_is_pointed_to_its_final_model(tmp_path: Path, capsys: pyte
 def test_another_pooler_keeps_the_published_token_maximum(minilm_path: Path, tiny_model_dir: Path,
                                                           caplog: pytest.LogCaptureFixture) -> None:
     """Rebuilding a sentence-transformers model with a named pooler keeps its own maximum (not the tokenizer's)
-    and says which of its modules after pooling it does not keep."""
+    and its modules after pooling (Normalize); dropping them is said."""
     import logging
 
     from augcse.encode import load_model
     from augcse.modules import build_sentence_transformer
 
     # all-MiniLM-L6-v2 is published with 256 tokens; its tokenizer says 512
+    rebuilt = load_model(str(minilm_path), pooler="cls")
+    assert rebuilt.max_seq_length == 256 and type(rebuilt[-1]).__name__ == "Normalize"
     with caplog.at_level(logging.INFO, logger="augcse.modules"):
-        assert load_model(str(minilm_path), pooler="cls").max_seq_length == 256
-    assert "rebuilt with pooler cls: its Normalize after pooling is not kept" in caplog.text
+        build_sentence_transformer(str(minilm_path), "cls", max_seq_length=None, keep_after_pooling=False)
+    assert "rebuilt with pooler cls without its Normalize after pooling" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="augcse.modules"):
         plain = build_sentence_transformer(str(tiny_model_dir), "avg", max_seq_length=None)
     assert plain.max_seq_length == plain.tokenizer.model_max_length == 512  # a plain encoder: its tokenizer's
-    assert "not kept" not in caplog.text  # nothing to drop
+    assert "without its" not in caplog.text and len(plain) == 2  # nothing to drop, nothing added
 
 
 def test_published_maximum_of_a_hub_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -43,27 +43,56 @@ def test_samplers_never_return_the_query(tiny_st, tmp_path, sampling):
     found = build_neighbours(CORPUS, CORPUS, tiny_st, k=3, cache_dir=tmp_path)
     sampler = NegativeSampler(found, sampling, s=2, seed=0)
     for query in found.queries:
-        for _ in range(10):
-            assert all(normalise(t) != normalise(query) for t in sampler(query))
+        for epoch in range(10):
+            assert all(normalise(t) != normalise(query) for t in sampler(query, epoch))
     if sampling == "R_top":
         q = found.queries[0]
         assert sampler(q) == [found.index_texts[i] for i in found.ids[0][:2]]
 
 
-def test_cards_view_resamples_per_access(tiny_st, tmp_path, caplog):
+def cards_dataset(tiny_st, tmp_path, seed: int = 0):
     from datasets import Dataset
 
     from augcse.views import ViewContext, build_views
 
-    context = ViewContext(model=tiny_st, seed=0, cache_dir=tmp_path)
-    ds = build_views(Dataset.from_dict({"text": CORPUS[3:9]}),
-                     [{"name": "cards", "k": 4, "p": 0.5, "variant": "v1"}], context)
+    context = ViewContext(model=tiny_st, seed=seed, cache_dir=tmp_path)
+    return build_views(Dataset.from_dict({"text": CORPUS[3:9]}),
+                       [{"name": "cards", "k": 4, "p": 0.5, "variant": "v1"}], context)
+
+
+def test_cards_view_draws_afresh_each_epoch(tiny_st, tmp_path, caplog):
+    """A draw is a pure function of (seed, epoch, anchor): the same on every access within an epoch, afresh
+    in the next epoch, and different for another seed."""
+    ds = cards_dataset(tiny_st, tmp_path)
     assert "lower-cases" in caplog.text  # MiniLM's tokenizer is uncased
     first = ds[0]
     assert list(first) == ["anchor", "positive", "retrieved"]
-    draws = {ds[0]["retrieved"] for _ in range(30)}
-    assert len(draws) > 1 and first["anchor"] not in draws
-    assert ds[0]["positive"] != ds[0]["anchor"]  # v1 always switches at least one word
+    assert first["positive"] != first["anchor"]  # v1 always switches at least one word
+    assert all(ds[0] == first for _ in range(5))
+    transform = ds.format["format_kwargs"]["transform"]
+    by_epoch = []
+    for epoch in range(30):
+        transform.set_epoch(epoch)
+        by_epoch.append(ds[0])
+    assert len({row["retrieved"] for row in by_epoch}) > 1 and first["anchor"] not in {r["retrieved"] for r in by_epoch}
+    assert len({row["positive"] for row in by_epoch}) > 1
+    transform.set_epoch(0)
+    assert ds[0] == first and ds[:3]["retrieved"][0] == first["retrieved"]  # a row alone or in a batch: the same
+    other = cards_dataset(tiny_st, tmp_path, seed=1)
+    assert [other[i]["retrieved"] for i in range(6)] != [ds[i]["retrieved"] for i in range(6)]
+
+
+def test_cards_view_dataloader_workers_draw_each_rows_own_values(tiny_st, tmp_path):
+    """Two dataloader workers, each with its copy of the transform, give exactly what one process gives:
+    each row's draws, not one shared sequence repeated per worker."""
+    from torch.utils.data import DataLoader
+
+    ds = cards_dataset(tiny_st, tmp_path)
+    ds.format["format_kwargs"]["transform"].set_epoch(3)
+    collate = lambda rows: rows  # noqa: E731 - keep the rows as they are
+    alone = [r for b in DataLoader(ds, batch_size=2, collate_fn=collate) for r in b]
+    workers = [r for b in DataLoader(ds, batch_size=2, collate_fn=collate, num_workers=2) for r in b]
+    assert workers == alone  # a shared generator copied into each worker would repeat its sequence per worker
 
 
 def test_text_ids_ignore_padding_and_mask_own_text(tiny_st, monkeypatch):

@@ -1,5 +1,5 @@
-"""Trainer callbacks of an augcse run: the JSONL log, the loss's own state in checkpoints, a graceful stop,
-a changed learning rate on resume."""
+"""Trainer callbacks of an augcse run: the JSONL log, the loss's own state in checkpoints, the views' draw epoch,
+a graceful stop, a changed learning rate on resume."""
 
 from __future__ import annotations
 
@@ -92,6 +92,18 @@ class LossStateCheckpoint(TrainerCallback):
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             state_dict = {k: v for k, v in self.loss.state_dict().items() if not k.startswith("model.")}
             torch.save(state_dict, folder / LOSS_STATE)
+
+
+class DrawEpoch(TrainerCallback):
+    """Tell the training set's transform which epoch starts (a view whose draws are keyed by seed, epoch and
+    row, e.g. CARDS'), so a resumed run redraws what it drew before. Called before the epoch's dataloader
+    workers start, which copy the transform; ``dataloader_persistent_workers`` would keep epoch 0's."""
+
+    def on_epoch_begin(self, args, state, control, train_dataloader=None, **kwargs):
+        dataset = getattr(train_dataloader, "dataset", None)
+        transform = (getattr(dataset, "format", None) or {}).get("format_kwargs", {}).get("transform")
+        if hasattr(transform, "set_epoch"):
+            transform.set_epoch(int(state.epoch + 1e-9))  # state.epoch is a whole number at an epoch's start
 
 
 class SyncLossGradients(TrainerCallback):

@@ -10,6 +10,8 @@ Every pooler is built from sentence-transformers' own modules, so a saved model 
   last: the published baselines) and ``avg_top2``: a frozen 0/1-weighted ``WeightedLayerPooling``
   over the hidden states followed by mean pooling, i.e. the masked mean of the average of the
   chosen layers. The backbone's config keeps ``output_hidden_states=True`` in the saved model.
+
+A sentence-transformers backbone keeps the modules it was published with after pooling (``Normalize``).
 """
 
 from __future__ import annotations
@@ -81,21 +83,31 @@ def published_max_seq_length(backbone: str) -> int | None:
     return int(value) if value else None
 
 
-def modules_after_pooling(backbone: str) -> list[str]:
-    """The modules a sentence-transformers model runs after its pooling (all-MiniLM-L6-v2: ``Normalize``).
-
-    A named pooler rebuilds the model as encoder + pooler and does not keep them; the caller says so.
-    """
-    entries = _st_file(backbone, "modules.json") or []
-    kinds = [str(e.get("type", "")).rsplit(".", 1)[-1] for e in entries if isinstance(e, dict)]
-    return kinds[kinds.index("Pooling") + 1:] if "Pooling" in kinds else []
+def modules_after_pooling(backbone: str) -> list[dict]:
+    """The ``modules.json`` entries a sentence-transformers model runs after its pooling (all-MiniLM-L6-v2:
+    ``Normalize``); none for a plain Hugging Face encoder."""
+    entries = [e for e in _st_file(backbone, "modules.json") or [] if isinstance(e, dict)]
+    kinds = [str(e.get("type", "")).rsplit(".", 1)[-1] for e in entries]
+    return entries[kinds.index("Pooling") + 1:] if "Pooling" in kinds else []
 
 
-def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_length: int | None = 32):
+def load_after_pooling(backbone: str, entries: list[dict]) -> list[nn.Module]:
+    """The modules of ``entries`` loaded as the model was published, by sentence-transformers' own loaders."""
+    from sentence_transformers.util import import_module_class
+
+    return [import_module_class(entry["type"], backbone).load(backbone, subfolder=entry.get("path", ""))
+            for entry in entries]
+
+
+def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_length: int | None = 32,
+                               keep_after_pooling: bool = True):
     """A SentenceTransformer of the Hugging Face encoder ``backbone`` with the named ``pooler``.
 
-    ``max_seq_length=None`` keeps the backbone's own maximum: the published one of a sentence-transformers
-    model (all-MiniLM-L6-v2: 256, not its tokenizer's 512), else the tokenizer's.
+    A sentence-transformers model keeps the modules it was published with after its pooling (all-MiniLM-L6-v2:
+    ``Normalize``, so the rebuilt model is unit-norm like the published one) unless ``keep_after_pooling`` is
+    false; a plain encoder has none, and nothing is added to it. ``max_seq_length=None`` keeps the backbone's
+    own maximum: the published one of a sentence-transformers model (all-MiniLM-L6-v2: 256, not its
+    tokenizer's 512), else the tokenizer's.
     """
     from sentence_transformers import SentenceTransformer
 
@@ -105,13 +117,15 @@ def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_lengt
     if max_seq_length is None:
         max_seq_length = published_max_seq_length(backbone)
     config_kwargs = {"output_hidden_states": True} if spec.layers is not None else None
-    dropped = modules_after_pooling(backbone)
-    if dropped:  # e.g. Normalize: cosine scores are unchanged, K-means and dot products are not
-        logger.info("model %s rebuilt with pooler %s: its %s after pooling is not kept (pooler: null keeps the "
-                    "model as published)", backbone, pooler, " + ".join(dropped))
+    after = modules_after_pooling(backbone)
+    if after and not keep_after_pooling:  # Normalize: cosine scores are unchanged, K-means and dot products not
+        names = " + ".join(str(e.get("type", "")).rsplit(".", 1)[-1] for e in after)
+        logger.info("model %s rebuilt with pooler %s without its %s after pooling (model.normalize: false)",
+                    backbone, pooler, names)
     transformer = Transformer(backbone, max_seq_length=max_seq_length, config_kwargs=config_kwargs)
     num_layers = int(transformer.auto_model.config.num_hidden_layers)
-    modules = [transformer, *spec.build(transformer.get_embedding_dimension(), num_layers)]
+    kept = load_after_pooling(backbone, after) if keep_after_pooling else []
+    modules = [transformer, *spec.build(transformer.get_embedding_dimension(), num_layers), *kept]
     return SentenceTransformer(modules=modules)
 
 

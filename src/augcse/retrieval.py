@@ -7,8 +7,8 @@ and exact duplicates (equal after whitespace normalisation) excluded. CARDS foun
 index during training does not help (false negatives), so it never changes; it is cached on disk under
 a key of the corpus, the queries, the model and k, and reused by every run that shares them.
 
-Per step, each anchor's negative is drawn from its list by a registered sampler (``R_uniform`` default,
-``R_top``, ``D_uniform``; CARDS Fig. 3).
+Each epoch, each anchor's negative is drawn from its list by a registered sampler (``R_uniform`` default,
+``R_top``, ``D_uniform``; CARDS Fig. 3), from a generator keyed by (seed, epoch, anchor): no draw state.
 """
 
 from __future__ import annotations
@@ -161,8 +161,16 @@ def d_uniform(rng: np.random.Generator, row: np.ndarray, index_size: int, s: int
 SAMPLERS: dict[str, Sampler] = {"R_uniform": r_uniform, "R_top": r_top, "D_uniform": d_uniform}
 
 
+def keyed_rng(seed: int, *keys: object) -> np.random.Generator:
+    """A generator that depends only on ``seed`` and ``keys`` (e.g. the epoch and the sentence), so a draw
+    is the same in an uninterrupted run, a resumed one and every dataloader worker: nothing to checkpoint."""
+    digest = hashlib.blake2b("\x1f".join(map(str, (seed, *keys))).encode(), digest_size=8).digest()
+    return np.random.default_rng(int.from_bytes(digest, "little"))
+
+
 class NegativeSampler:
-    """Draws each query's negatives afresh on every call, never the query itself or an exact duplicate."""
+    """Draws a query's negatives, never the query itself or an exact duplicate: a pure function of
+    (seed, epoch, query), so each epoch draws afresh and a resumed run draws what it would have."""
 
     def __init__(self, neighbours: Neighbours, sampling: str = "R_uniform", s: int = 1, seed: int = 0) -> None:
         if sampling not in SAMPLERS:
@@ -170,17 +178,18 @@ class NegativeSampler:
         self.neighbours = neighbours
         self.sample = SAMPLERS[sampling]
         self.s = s
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
         self.row = neighbours.row_of()
         self.keys = [normalise(t) for t in neighbours.index_texts]
 
-    def __call__(self, query: str) -> list[str]:
+    def __call__(self, query: str, epoch: int = 0) -> list[str]:
         row = self.neighbours.ids[self.row[query]]
         own = normalise(query)
-        picks = self.sample(self.rng, row, len(self.keys), self.s)
+        rng = keyed_rng(self.seed, "negatives", epoch, query)
+        picks = self.sample(rng, row, len(self.keys), self.s)
         out = []
         for pick in picks:
             while self.keys[pick] == own:  # only D_uniform can land on the query itself
-                pick = self.rng.integers(0, len(self.keys))
+                pick = rng.integers(0, len(self.keys))
             out.append(self.neighbours.index_texts[pick])
         return out

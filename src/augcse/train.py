@@ -42,7 +42,8 @@ class RunError(RuntimeError):
 # --------------------------------------------------------------------------- pieces
 
 def build_model(recipe: Recipe):
-    """The SentenceTransformer to train: a backbone with the recipe's pooler, or an ST folder as it is.
+    """The SentenceTransformer to train: a backbone with the recipe's pooler (and, unless ``model.normalize`` is
+    false, the modules it was published with after pooling), or an ST folder as it is.
 
     ``model.max_seq_length`` truncates training batches only (the collator's ``max_length``); the
     model keeps its own maximum, so evaluation sees whole sentences as SentEval does.
@@ -56,7 +57,8 @@ def build_model(recipe: Recipe):
         if recipe.model.pooler is None:
             model = SentenceTransformer(location)
         else:
-            model = build_sentence_transformer(location, recipe.model.pooler, max_seq_length=None)
+            model = build_sentence_transformer(location, recipe.model.pooler, max_seq_length=None,
+                                               keep_after_pooling=recipe.model.normalize)
     except (OSError, ValueError, KeyError) as exc:  # Hub errors are OSErrors; a bad folder a ValueError/KeyError
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise AssetError(f"recipe key 'model.backbone': {recipe.model.backbone!r} could not be loaded ({first}); "
@@ -307,7 +309,7 @@ def build_trainer(recipe: Recipe, setup: Setup, extra_callbacks: list):
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
     from transformers.integrations import get_reporting_integration_callbacks
 
-    from augcse.callbacks import JsonlLogger, LossStateCheckpoint, SyncLossGradients
+    from augcse.callbacks import DrawEpoch, JsonlLogger, LossStateCheckpoint, SyncLossGradients
 
     loss, args = setup.loss, setup.args
     collator = SentenceTransformerDataCollator(preprocess_fn=setup.model.preprocess, router_mapping=args.router_mapping,
@@ -315,8 +317,8 @@ def build_trainer(recipe: Recipe, setup: Setup, extra_callbacks: list):
     trainer = SentenceTransformerTrainer(
         model=setup.model, args=args, train_dataset=setup.train_dataset, loss=loss, evaluator=setup.evaluator,
         data_collator=collator,
-        callbacks=[JsonlLogger(recipe.run_dir / "log.jsonl", loss), LossStateCheckpoint(loss), SyncLossGradients(loss),
-                   *extra_callbacks],
+        callbacks=[JsonlLogger(recipe.run_dir / "log.jsonl", loss), LossStateCheckpoint(loss), DrawEpoch(),
+                   SyncLossGradients(loss), *extra_callbacks],
     )
     for integration in get_reporting_integration_callbacks(args.report_to):
         moved = trainer.pop_callback(integration)

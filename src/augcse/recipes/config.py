@@ -42,8 +42,8 @@ class ModelConfig(RecipeSection):
 
     backbone: str = "sentence-transformers/all-MiniLM-L6-v2"  # Hugging Face name or local folder (a packaged copy first)
     pooler: PoolerName | None = "avg"  # the encoder + this pooler (see Poolers); None: the model as published
-    # with a pooler, keep the backbone's modules after its pooling (e.g. Normalize: unit-norm embeddings, as
-    # published); false drops them
+    # with a pooler, keep the modules a sentence-transformers model has after pooling (all-MiniLM-L6-v2: Normalize,
+    # unit-norm embeddings as published); a plain encoder has none, and none is added; false drops them
     normalize: bool = True
     max_seq_length: PositiveInt = 32  # tokens per training sentence (truncation)
 

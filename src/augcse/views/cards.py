@@ -1,4 +1,9 @@
-"""CARDS' view: a switch-cased positive and retrieved hard negatives, drawn afresh on every access."""
+"""CARDS' view: a switch-cased positive and retrieved hard negatives, drawn afresh every epoch.
+
+Every draw is a pure function of (seed, epoch, anchor sentence), not of a generator's state, so a run
+resumed from a checkpoint draws what the uninterrupted run drew, and each dataloader worker draws its
+rows' own values. The trainer tells the transform the epoch (``augcse.callbacks.DrawEpoch``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, TYPE_CHECKING
 
 from augcse.augment import get
-from augcse.retrieval import NegativeSampler, build_neighbours
+from augcse.retrieval import NegativeSampler, build_neighbours, keyed_rng
 from augcse.schema import NonNegativeInt, PositiveInt, Probability
 from augcse.views.base import ViewContext, as_anchor, cache_root, register_view, texts_of
 
@@ -40,6 +45,34 @@ def _outputs(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+class CardsDraws:
+    """The transform filling CARDS' columns on access; ``set_epoch`` picks the epoch the draws are keyed by."""
+
+    def __init__(self, seed: int, switcher, positive_column: str, sampler, negative_columns: list[str]) -> None:
+        self.seed = seed
+        self.switcher = switcher
+        self.positive_column = positive_column
+        self.sampler = sampler
+        self.negative_columns = negative_columns
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        out = dict(batch)
+        anchors = batch["anchor"]
+        if self.switcher is not None and self.positive_column in batch:
+            # SwitchCase keys its own draws by (seed, sentence); the seed here carries the epoch
+            seed = int(keyed_rng(self.seed, "switch_case", self.epoch).integers(1 << 31))
+            out[self.positive_column] = self.switcher.apply(anchors, seed=seed)
+        if self.sampler is not None and self.negative_columns and self.negative_columns[0] in batch:
+            drawn = [self.sampler(a, self.epoch) for a in anchors]
+            for j, column in enumerate(self.negative_columns):
+                out[column] = [d[j] for d in drawn]
+        return out
+
+
 def _switcher(context: ViewContext, p: float, variant: str, mode: str):
     if tokenizer_ignores_case(context.model):
         logger.warning("CARDS switch-case: the tokenizer of this model lower-cases its input, so flipping "
@@ -58,7 +91,7 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
                sampling: Literal["R_uniform", "R_top", "D_uniform"] = "R_uniform", min_words: NonNegativeInt = 3,
                positive_column: str = "positive", negative_column: str = "retrieved",
                seed: NonNegativeInt | None = None, batch_size: PositiveInt = 128) -> Dataset:
-    """CARDS' columns, drawn lazily on every access (so every step sees fresh draws):
+    """CARDS' columns, drawn lazily on access, afresh each epoch (keyed by seed, epoch and anchor):
 
     ``positive``: the switch-cased anchor (CARDS v1/v2, probability ``p``; ``mode: substitution`` only
     switches words whose first sub-token changes, CARDS Table 5); ``retrieved`` (``retrieved_2``… for
@@ -68,8 +101,6 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
     retokenization mode changes only token ids, not the text, so it is not a view option. Put this view
     last: it installs a ``Dataset.set_transform``, which later ``map`` calls would not see.
     """
-    import numpy as np
-
     _outputs(locals())
     seed = context.seed if seed is None else seed
     dataset = as_anchor(dataset)
@@ -85,18 +116,5 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
         columns = negative_columns(negative_column, s)
         for column in columns:  # placeholders: the transform fills them per access
             dataset = dataset.add_column(column, sentences)
-    draws = np.random.default_rng(seed + 1)
-
-    def transform(batch: dict[str, list]) -> dict[str, list]:
-        out = dict(batch)
-        anchors = batch["anchor"]
-        if switcher is not None and positive_column in batch:
-            out[positive_column] = [switcher.apply([a], seed=int(draws.integers(1 << 31)))[0] for a in anchors]
-        if sampler is not None and negative_column in batch:
-            drawn = [sampler(a) for a in anchors]
-            for j, column in enumerate(columns):
-                out[column] = [d[j] for d in drawn]
-        return out
-
-    dataset.set_transform(transform)
+    dataset.set_transform(CardsDraws(seed, switcher, positive_column, sampler, columns))
     return dataset
