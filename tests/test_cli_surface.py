@@ -111,7 +111,7 @@ def test_task_names_get_a_did_you_mean(capsys: pytest.CaptureFixture) -> None:
 def test_a_tiny_run_warns_of_nothing_augcse_causes(tmp_path: Path, tiny_model_dir: Path, data_dir: Path,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     from augcse.recipes.config import load_recipe
-    from augcse.recipes.reference import training_defaults
+    from augcse.recipe_reference import training_defaults
     from augcse.train import run
 
     recipe = tiny_cls_recipe(tmp_path, tiny_model_dir, data_dir, "quiet",

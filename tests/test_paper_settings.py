@@ -91,7 +91,7 @@ def test_lookup_reads_nested_keys_and_list_items():
 @pytest.mark.parametrize("name", builtin_recipes())
 def test_recipe_description_ends_its_sentence(name):
     """The recipe reference shows each recipe's first sentence: it is never cut at an abbreviation."""
-    from augcse.recipes.reference import recipes_section
+    from augcse.recipe_reference import recipes_section
 
     (line,) = [line for line in recipes_section() if line.startswith(f"| `{name}` |")]
     description = line.rstrip(" |").rsplit(" | ", 1)[-1]

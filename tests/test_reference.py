@@ -1,4 +1,4 @@
-"""docs/RECIPES.md is what ``python -m augcse.recipes.reference`` generates from the code, and covers it all."""
+"""docs/RECIPES.md is what ``python -m augcse.recipe_reference`` generates from the code, and covers it all."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from augcse.recipes import reference
+from augcse import recipe_reference as reference
 from augcse.recipes.config import DataConfig, EvalConfig, LossConfig, ModelConfig, Recipe
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "RECIPES.md"
@@ -104,7 +104,7 @@ def test_the_reference_does_not_depend_on_import_order() -> None:
 
     def generated_after(modules: str) -> str:
         code = (f"import importlib\nfor m in {modules.split()!r}: importlib.import_module('augcse.evaluation.' + m)\n"
-                "from augcse.recipes import reference\nprint(reference.reference(), end='')")
+                "from augcse import recipe_reference as reference\nprint(reference.reference(), end='')")
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
 
     assert generated_after("geometry intent clustering transfer sts") == generated_after("sts transfer")

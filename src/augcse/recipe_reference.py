@@ -5,7 +5,7 @@ meaning is its comment in :mod:`augcse.recipes.config`), the registered losses' 
 and the view builders' signatures (types, ranges, defaults; meanings from ``Args:`` sections, roles),
 the poolers, the evaluation tasks and the built-in recipes. A loss, view, task or recipe registered later appears without touching this module.
 
-Regenerate with ``python -m augcse.recipes.reference > docs/RECIPES.md``.
+Regenerate with ``python -m augcse.recipe_reference > docs/RECIPES.md``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from augcse.train import training_arguments
 from augcse.views import VIEWS
 from augcse.views.base import REMOVED
 
-COMMAND = "python -m augcse.recipes.reference > docs/RECIPES.md"
+COMMAND = "python -m augcse.recipe_reference > docs/RECIPES.md"
 MACHINE_DEPENDENT = ("use_cpu",)  # trainer defaults that depend on the machine, left out of the table
 
 
