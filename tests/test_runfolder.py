@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -134,3 +136,21 @@ def test_every_cpu_recipe_saves_resumable_checkpoints():
         recipe = load_recipe(name=name)
         args = training_arguments(recipe, has_dev=recipe.eval.dev is not None, total_steps=32)
         assert args.save_strategy == "steps" and 1 <= args.save_steps <= 16, (name, args.save_steps)
+
+
+def test_a_forked_child_does_not_keep_a_killed_runs_lock(tmp_path):
+    """A dataloader worker is a forked child: once the run is killed, its lock must not live on in the worker."""
+    run = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time; from augcse.rundir import RunFolder; f = RunFolder(sys.argv[1]); f.claim({}); "
+        "child = os.fork()\n"
+        "if child == 0:\n    time.sleep(60); os._exit(0)\n"
+        "print(child, flush=True); time.sleep(60)"), str(run)], stdout=subprocess.PIPE, text=True)
+    child = int(holder.stdout.readline())
+    try:
+        holder.kill()
+        holder.wait()
+        os.kill(child, 0)  # the child is still alive
+        assert RunFolder(run).claim({}) is None, "the killed run's forked child still holds the lock"
+    finally:
+        os.kill(child, signal.SIGKILL)

@@ -37,6 +37,21 @@ FINISHED = "summary.json"
 RESUMABLE_CHANGES = ("training.learning_rate", "training.max_grad_norm", "skip_nonfinite_steps", "keep_checkpoints")
 
 
+# The lock files this process holds. A forked child (a dataloader worker) closes its copies at once: an
+# ``flock`` lasts while any copy of the descriptor is open, so a worker outliving a killed run would
+# otherwise keep the folder locked for seconds and refuse the ``--resume`` that follows.
+_HELD: set[Any] = set()
+
+
+def _close_held_in_child() -> None:
+    for handle in _HELD:
+        handle.close()
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_close_held_in_child)
+
+
 class RunFolderError(ValueError):
     """The run folder cannot be used as asked; the message says why and what to pass instead."""
 
@@ -165,6 +180,7 @@ class RunFolder:
         handle.write(str(os.getpid()))
         handle.flush()
         self._handle = handle
+        _HELD.add(handle)
 
     def _empty(self) -> None:
         for child in self.path.iterdir():
@@ -185,5 +201,6 @@ class RunFolder:
                 self.path.rmdir()
             except OSError:
                 pass
+        _HELD.discard(self._handle)
         self._handle.close()
         self._handle = None
