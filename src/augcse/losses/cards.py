@@ -2,7 +2,7 @@
 
 The positive is the sentence with the first letter of a few words case-flipped (which changes how a
 cased sub-word tokenizer splits it while keeping the meaning); the extra negatives are corpus sentences
-that the starting model finds close to the anchor, drawn afresh every step and shared across the batch.
+that the starting model finds close to the anchor, drawn afresh every epoch and shared across the batch.
 """
 
 from __future__ import annotations
