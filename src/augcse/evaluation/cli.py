@@ -60,16 +60,19 @@ def _read_eval(path: Path) -> dict:
     return saved
 
 
-def _phases(results: dict[str, dict[str, float]], seconds: float) -> str:
-    """Where the time went: the shared encoding (with the export of a --backend) and each suite's own tasks."""
+def _phases(results: dict[str, dict[str, float]], timings: dict[str, float], workers: int) -> str:
+    """Where the time went: reading, the shared encoding (with a --backend's export), the scoring, and
+    each suite's own task time (CPU-bound; summed over processes when they score side by side)."""
     from augcse.evaluation.tasks import get_task
 
     by_suite: dict[str, float] = {}
     for name, scores in results.items():
         suite = (get_task(name).suites or ("other",))[0]
         by_suite[suite] = by_suite.get(suite, 0.0) + scores["seconds"]
-    encoding = seconds - sum(by_suite.values())
-    return ", ".join([f"encoding {encoding:.0f} s", *(f"{suite} {t:.0f} s" for suite, t in by_suite.items())])
+    on = f" on {workers} processes" if workers > 1 else ""
+    return ", ".join([f"loading {timings['loading']:.0f} s", f"encoding {timings['encoding']:.0f} s",
+                      f"scoring {timings['scoring']:.0f} s{on}"]) + \
+        " (task time: " + ", ".join(f"{suite} {t:.0f} s" for suite, t in by_suite.items()) + ")"
 
 
 def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "after",
@@ -134,8 +137,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", default=None, help="data directory (default: $AUGCSE_DATA)")
     parser.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: 128)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="threads for encoding (default: all cores; 1 can be faster on a machine shared with "
-                             "other jobs); classifiers and K-means always use one")
+                        help="threads for encoding, and processes scoring the classifier and K-means tasks side "
+                             "by side, one thread each (default: all cores; 1 can be faster on a machine shared "
+                             "with other jobs)")
     add_backend_argument(parser)
     parser.add_argument("--bf16", action="store_true",
                         help="encode under bfloat16 autocast (GPUs, CPUs with AMX/AVX512-BF16; cosine to float32 "
@@ -188,6 +192,7 @@ def _run_cli(args: argparse.Namespace) -> int:
                              f"choose one of {', '.join(POOLERS)}")
     from augcse.evaluation.backends import check_backend, use_backend
     from augcse.evaluation.encoding import bf16_warning
+    from augcse.evaluation.workers import available_cores
 
     check_backend(args.backend)
     if args.bf16 and args.backend != "torch":
@@ -205,12 +210,17 @@ def _run_cli(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     use_backend(model, args.backend, threads=args.threads)
     precision = torch.autocast(model.device.type, dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
+    # on a GPU the classifiers run there, one after another; on a CPU one process per core
+    workers = (args.threads or available_cores()) if model.device.type == "cpu" else 1
+    timings: dict[str, float] = {}
     with precision:
-        results = run_tasks(model, names, root, fast=args.fast, batch_size=args.batch_size)
+        results = run_tasks(model, names, root, fast=args.fast, batch_size=args.batch_size, workers=workers,
+                            timings=timings)
     scores = main_scores(results)
     seconds = time.perf_counter() - start
+    timings["encoding"] = seconds - timings["loading"] - timings["scoring"]  # with the backend's export
     print(_table(results, scores))
-    print(f"({len(names)} tasks in {seconds:.0f} s: {_phases(results, seconds)})")
+    print(f"({len(names)} tasks in {seconds:.0f} s: {_phases(results, timings, workers)})")
     if args.save_to:
         saved = save_scores(args.save_to, {**scores, **details(results)}, args.stage, versions(args.model, names, root))
         print(f"scores merged into {saved} ({args.stage})")

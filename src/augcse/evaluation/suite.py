@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 from tqdm.auto import tqdm
 
 from augcse.evaluation.encoding import EmbeddingCache
+from augcse.evaluation.workers import StoredEmbeddings, score, score_in_workers
 from augcse.evaluation.tasks import TASKS, get_task, is_average, load_builtin_tasks, resolve_tasks
 
 
@@ -27,13 +29,18 @@ def run_tasks(
     progress: bool = True,
     cache: EmbeddingCache | None = None,
     seed: int = 0,
+    workers: int = 1,
+    timings: dict[str, float] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Evaluate ``model`` on ``tasks`` (names or suites); returns ``{task: {metric: value}}``.
 
     Each result also carries ``"seconds"``: the task's own time, not counting the shared encoding.
     :func:`main_scores` turns the result into ``{task: headline score}`` with suite averages, as
     ``augcse eval`` prints it. ``data_dir`` is the data directory (``None``: the embedded STS-B
-    files, else downloads); ``fast`` is the tasks' fast mode (fewer folds or seeds).
+    files, else downloads); ``fast`` is the tasks' fast mode (fewer folds or seeds). With ``workers``
+    > 1 the costly tasks (classifiers, K-means) are scored side by side in that many processes
+    (:mod:`augcse.evaluation.workers`), with the same scores. ``timings``, when given, receives the
+    wall seconds of ``loading``, ``encoding`` and ``scoring``.
 
     Example::
 
@@ -46,21 +53,41 @@ def run_tasks(
         scores = main_scores(results)  # {"STSBenchmark-dev-original": 86.…, "dev_avg": 86.…}
         assert 0 < scores["STSBenchmark-dev-original"] <= 100
     """
+    clock = {"start": time.perf_counter()}
     by_name = {name: get_task(name) for name in resolve_tasks(tasks)}
     root = Path(data_dir) if data_dir is not None else None
     cache = cache or EmbeddingCache(model, batch_size=batch_size, show_progress=progress)
     loaded = {name: task.load(root) for name, task in by_name.items()}
+    clock["loading"] = time.perf_counter()
     union = [s for name, task in by_name.items() for s in task.sentences(loaded[name])]
     cache.prefetch(union, desc="encoding")
+    clock["encoding"] = time.perf_counter()
+    apart = [name for name, task in by_name.items() if task.record.kind.costly] if workers > 1 else []
+    if len(apart) < 2:
+        apart = []
     results: dict[str, dict[str, float]] = {}
-    bar = tqdm(by_name, desc="tasks", disable=not progress, leave=False)
-    for name in bar:
-        bar.set_postfix_str(name)
-        start = time.perf_counter()
-        scores = by_name[name].evaluate(cache, loaded[name], fast=fast, seed=seed)
-        scores["seconds"] = time.perf_counter() - start
-        results[name] = scores
-    return results
+    with tqdm(total=len(by_name), desc="tasks", disable=not progress, leave=False) as bar:
+        for name in (n for n in by_name if n not in apart):
+            bar.set_postfix_str(name)
+            results[name] = score(by_name[name], loaded[name], cache, fast, seed)
+            bar.update()
+        if apart:
+            bar.set_postfix_str(f"{len(apart)} tasks on {min(workers, len(apart))} processes")
+            jobs = [(name, by_name[name], loaded[name], _stored(cache, by_name[name], loaded[name])) for name in apart]
+            for name, scores in score_in_workers(jobs, workers, fast, seed):
+                results[name] = scores
+                bar.set_postfix_str(f"{name} done")
+                bar.update()
+    if timings is not None:
+        timings.update(loading=clock["loading"] - clock["start"], encoding=clock["encoding"] - clock["loading"],
+                       scoring=time.perf_counter() - clock["encoding"])
+    return {name: results[name] for name in by_name}
+
+
+def _stored(cache: EmbeddingCache, task, data) -> StoredEmbeddings:
+    """The embeddings of the sentences ``task`` scores, for a worker process."""
+    sentences = list(dict.fromkeys(task.sentences(data)))
+    return StoredEmbeddings(sentences, cache.encode(sentences) if sentences else np.zeros((0, cache.dimension)))
 
 
 def main_scores(results: dict[str, dict[str, float]]) -> dict[str, float]:

@@ -34,13 +34,16 @@ class TaskType:
 
     description: str
     metric: str  # the model-index metric that a task's main score is
+    # scoring trains classifiers or runs K-means (seconds to minutes): worth a worker process of its own
+    # (augcse.evaluation.workers); cosine similarities and geometry take milliseconds and stay in-process
+    costly: bool = False
 
 
 TASK_TYPES: dict[str, TaskType] = {
     "sts": TaskType("Semantic Similarity", "spearman_cosine"),
-    "transfer": TaskType("Text Classification", "accuracy"),
-    "clustering": TaskType("Clustering", "accuracy"),
-    "intent": TaskType("Few Shot Intent Classification", "accuracy"),
+    "transfer": TaskType("Text Classification", "accuracy", costly=True),
+    "clustering": TaskType("Clustering", "accuracy", costly=True),
+    "intent": TaskType("Few Shot Intent Classification", "accuracy", costly=True),
     "geometry": TaskType("Embedding Geometry", "score"),
 }
 # the split a task's main score is computed on; "all": an unsupervised score over the whole set
