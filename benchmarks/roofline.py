@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import platform
+import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -88,24 +89,30 @@ def batched(order: list[str], batch_size: int) -> list[list[str]]:
     return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def encoding_run(model, sentences: list[str], batch_size: int, precision) -> tuple[float, float]:
+def encoding_run(model, sentences: list[str], batch_size: int, precision,
+                 by_characters: bool = False) -> tuple[float, float]:
     """(seconds, FLOPs) of encoding ``sentences`` as ``augcse eval`` does (:class:`EmbeddingCache`: batches
-    sorted by token count), FLOPs on those padded batches."""
-    flops = padded_flops(model, batched(token_sorted(model, sentences), batch_size))
+    sorted by token count), or with ``by_characters`` as ``SentenceTransformer.encode`` batches them on its
+    own (sorted by characters); FLOPs on the padded batches each way forms."""
+    order = sorted(sentences, key=len) if by_characters else token_sorted(model, sentences)
+    flops = padded_flops(model, batched(order, batch_size))
     with precision:
         EmbeddingCache(model, batch_size=batch_size).encode(sentences[:batch_size])  # warm-up
         begin = time.perf_counter()
-        EmbeddingCache(model, batch_size=batch_size).encode(sentences)
+        if by_characters:
+            model.encode(sentences, batch_size=batch_size)
+        else:
+            EmbeddingCache(model, batch_size=batch_size).encode(sentences)
     return time.perf_counter() - begin, flops
 
 
-def suite_flops(model, suite: str, root, batch_size: int) -> tuple[int, float, float]:
+def suite_flops(model, suite: str, root, batch_size: int) -> tuple[list[str], float, float]:
     """(distinct sentences, FLOPs in batches sorted by characters, FLOPs in batches sorted by tokens) of
     encoding every sentence of ``suite``: sentence-transformers' own order, and ``augcse eval``'s."""
     tasks = [get_task(n) for n in resolve_tasks(suite)]
     distinct = sorted({s for t in tasks for s in t.sentences(t.load(root))})
     by_chars = padded_flops(model, batched(sorted(distinct, key=len), batch_size))
-    return len(distinct), by_chars, padded_flops(model, batched(token_sorted(model, distinct), batch_size))
+    return distinct, by_chars, padded_flops(model, batched(token_sorted(model, distinct), batch_size))
 
 
 def training_step(encoder: Callable, batch: dict[str, torch.Tensor], optimizer) -> None:
@@ -143,7 +150,8 @@ def main() -> None:
     ap.add_argument("--model", default=MODEL)
     ap.add_argument("--data-dir", default=None, help="data directory (default: $AUGCSE_DATA)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
-    ap.add_argument("--sentences", type=int, default=2048, help="STS-B dev sentences encoded per backend")
+    ap.add_argument("--sentences", type=int, default=2048,
+                    help="sentences encoded per backend: STS-B dev's, or drawn from --suite when given")
     ap.add_argument("--batch-size", type=int, default=128, help="encoding batch")
     ap.add_argument("--backends", default="torch,torch-bf16,onnx,openvino",
                     help="encoding lines: backends of augcse eval --backend, and torch-bf16 (autocast)")
@@ -188,13 +196,18 @@ def main() -> None:
         print(f"| {name} | {seconds:.2f} | {rate:.1f} | {rate / peak:.0%} | {extra} |")
 
     if args.suite:
-        count, by_chars, by_tokens = suite_flops(model, args.suite, root, args.batch_size)
+        distinct, by_chars, by_tokens = suite_flops(model, args.suite, root, args.batch_size)
+        count = len(distinct)
         print(f"suite {args.suite}: {count} distinct sentences; batches of {args.batch_size} sorted by characters "
               f"{by_chars / 1e12:.1f} TFLOP, sorted by tokens (augcse eval) {by_tokens / 1e12:.1f} TFLOP; at the "
               f"float32 GEMM rate that is {by_tokens / peak / 1e9 / 60:.1f} min, the floor of float32 encoding here")
-
-    print(f"\n## Encoding: {len(sentences)} STS-B dev sentences, batch {args.batch_size}\n"
+        sentences = random.Random(0).sample(sorted(distinct), min(args.sentences, len(distinct)))
+    source = f"sentences drawn from suite {args.suite}" if args.suite else "STS-B dev sentences"
+    print(f"\n## Encoding: {len(sentences)} {source}, batch {args.batch_size}\n"
           "| backend | seconds | GFLOP/s | of float32 GEMM | sentences/s |\n|---|---:|---:|---:|---|")
+    seconds, flops = encoding_run(model, sentences, args.batch_size, contextlib.nullcontext(), by_characters=True)
+    line("torch, batched by characters (SentenceTransformer.encode; FLOPs of its padding)", seconds, flops,
+         f"{len(sentences) / seconds:.0f}")
     for name in args.backends.split(","):
         backend, bf16 = name.removesuffix("-bf16"), name.endswith("-bf16")
         model = use_backend(load_model(args.model), backend)

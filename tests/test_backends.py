@@ -122,4 +122,6 @@ def test_eval_prints_where_the_time_went(tiny_model_dir, capsys) -> None:
     assert main(["eval", str(tiny_model_dir), "--pooler", "avg", "--tasks", "STSBenchmark-dev-original",
                  "--backend", "torch"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.startswith("(1 tasks in ") and "encoding " in last and ", dev " in last  # STS-B dev is the "dev" suite
+    assert last.startswith("(1 tasks in ") and "loading " in last and "encoding " in last and "scoring " in last
+    assert "(task time: dev " in last  # STS-B dev is the "dev" suite; one in-process task: no worker processes
+    assert "processes" not in last

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -61,6 +62,11 @@ def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its
     process.wait()
     stamp = first.stat().st_mtime_ns
     assert not (folder / "study.md").exists()
+    # the table of what finished so far, running nothing
+    assert main(["study", str(grid), "--output", str(out), "--table-only"]) == 0
+    partial = (folder / "study.md").read_text()
+    assert "Not finished yet (1)" in partial and "simcse-s2" in partial and "(n=1)" in partial
+    assert first.stat().st_mtime_ns == stamp and not (folder / "simcse-s2" / "summary.json").exists()
 
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -99,15 +105,21 @@ def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"seeds": [1, 1]}, "seeds must be a list of distinct integers"),
-    ({"budgets": [0, 2]}, "budgets must be distinct positive step counts"),
-    ({"tasks": "STS99"}, "tasks"),
-    ({"rows": {"simcse": {"recipie": "x"}}}, "rows.simcse: unknown key 'recipie'; allowed: overrides, recipe"),
+    ({"seeds": [1, 1]}, "grid key 'seeds' must be distinct, got [1, 1]"),
+    ({"seeds": []}, "grid key 'seeds'"),
+    ({"budgets": [0, 2]}, "grid key 'budgets[0]' must be > 0, got 0"),
+    ({"budgets": [2, 2]}, "grid key 'budgets' must be distinct step counts"),
+    ({"tasks": "STS99"}, "grid key 'tasks': unknown task or suite 'STS99'"),
+    ({"rows": {"simcse": {"recipie": "x"}}}, "unknown grid key 'rows.simcse.recipie' (did you mean 'recipe'?)"),
     ({"rows": {"simcse": {"overrides": ["training.learning_rat=1"]}}}, "learning_rat"),
+    ({"rows": {"start": {}}}, "rows.start is the starting model's name"),
     ({"recipe": "no-such-recipe"}, "'no-such-recipe' is neither built in nor a file"),
-    ({"overrides": ["seed=3"]}, "overrides: override 'seed=3': seed is set per run; use seeds:"),
+    ({"overrides": ["seed=3"]}, "grid key 'overrides': override 'seed=3': seed is set per run; use seeds:"),
+    ({"overrides": ["eval.budgets=[4]"]}, "eval.budgets is set per run; use budgets:"),
     ({"rows": {"simcse": {"overrides": ["eval.after=STS16"]}}}, "eval.after is set per run; a set's runs are"),
-    ({"colour": "red"}, "unknown key 'colour'"),
+    ({"sets": {"a": {"tasks": "STSBenchmark"}}}, "give recipe/tasks per set under 'sets', or at the top"),
+    ({"start": {"pooler": "avg"}}, "grid key 'start.model' is required"),
+    ({"colour": "red"}, "unknown grid key 'colour'"),
 ])
 def test_bad_grid_files_are_refused_in_one_line_before_anything_runs(change, message, tiny_model_dir, tmp_path, capsys):
     grid = _grid(tmp_path, tiny_model_dir, **change)
@@ -148,3 +160,27 @@ def test_compare_recipe_differences_print_a_dash_not_an_escape():
     doc = Document("t").add(table)
     for text in (doc.to_markdown(Path(".")), doc.to_html()):
         assert "—" in text and "\\u2014" not in text
+
+
+def test_budgets_are_a_recipe_key_checked_by_the_schema(tmp_path):
+    """``eval.budgets`` is where a run's budgets live (its recipe.yaml shows them), checked like every key."""
+    from augcse.recipes.config import RecipeError, load_recipe
+
+    recipe = load_recipe(None, "quickstart", ["eval.budgets=[64, 16]"])
+    assert recipe.eval.budgets == [16, 64] and yaml.safe_load(recipe.to_yaml())["eval"]["budgets"] == [16, 64]
+    assert load_recipe(None, "quickstart", []).eval.budgets == []
+    for override, message in [("eval.budgets=[0]", "recipe key 'eval.budgets[0]' must be > 0, got 0"),
+                              ("eval.budgets=[8, 8]", "recipe key 'eval.budgets' must be distinct step counts"),
+                              ("eval.budgets=8", "recipe key 'eval.budgets' must be a list, got 8")]:
+        with pytest.raises(RecipeError, match=re.escape(message)):
+            load_recipe(None, "quickstart", [override])
+    with pytest.raises(RecipeError, match="budgets are scored on the 'after' tasks; give eval.after"):
+        load_recipe(None, "quickstart", ["eval.budgets=[8]", "eval.after=null"])
+
+
+def test_a_study_gives_its_budgets_to_each_run_as_its_recipe_key(tiny_model_dir, tmp_path):
+    from augcse.study import load_grid
+
+    by_set = load_grid(_grid(tmp_path, tiny_model_dir)).plan(tmp_path / "out")
+    trained = [run for runs in by_set.values() for run in runs if run.recipe is not None]
+    assert trained and all(run.recipe.eval.budgets == [1, 2] for run in trained)

@@ -24,7 +24,8 @@ def test_two_processes_give_the_scores_of_one(tiny_st, data_dir: Path) -> None:
     assert _without_seconds(side_by_side) == _without_seconds(serial)  # equal to the bit
     assert all(side_by_side[t]["seconds"] > 0 for t in tasks)
     for timings in (one, two):
-        assert set(timings) == {"loading", "encoding", "scoring"} and min(timings.values()) >= 0
+        assert set(timings) == {"loading", "encoding", "scoring", "processes"} and min(timings.values()) >= 0
+    assert one["processes"] == 1 and two["processes"] == 2
 
 
 def test_stored_embeddings_answer_in_the_order_asked() -> None:

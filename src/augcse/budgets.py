@@ -19,6 +19,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from augcse.schema import Budgets, validate_value
+
 logger = logging.getLogger(__name__)
 
 CURVE = "curve.json"
@@ -33,10 +35,9 @@ def read_curve(run_dir: Path) -> dict[int, dict[str, float]]:
 
 
 def check_budgets(budgets: Sequence[int]) -> tuple[int, ...]:
-    """Distinct positive step counts, ascending; anything else is refused in one line."""
-    if any(not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in budgets) or len(set(budgets)) != len(budgets):
-        raise ValueError(f"budgets must be distinct positive step counts, got {list(budgets)}")
-    return tuple(sorted(budgets))
+    """Distinct positive step counts, ascending (the schema's ``Budgets``, as ``eval.budgets`` is checked);
+    anything else is refused in one line."""
+    return tuple(validate_value(Budgets, list(budgets), "budgets"))
 
 
 class BudgetEvaluation(TrainerCallback):

@@ -100,7 +100,6 @@ class Run:
     recipe: Recipe | None = None
     model: str | None = None  # evaluated model (evaluation rows)
     tasks: str | None = None  # evaluation tasks when not the row's protocol (--tasks)
-    budgets: tuple[int, ...] = ()  # steps a trained run is also scored at (augcse.budgets)
 
     @property
     def extra_evaluations(self) -> list[Evaluation]:
@@ -149,7 +148,7 @@ def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: 
               budgets: tuple[int, ...] = ()) -> list[Run]:
     """Every run of ``rows`` under ``root``: trained rows once per seed, evaluation rows once. Recipes are
     loaded (validated) here, before anything runs; ``models`` maps an evaluated model's name to a local
-    folder; ``budgets`` are the steps each trained run is also scored at (:mod:`augcse.budgets`)."""
+    folder; ``budgets`` are the steps each trained run is also scored at (its recipe's ``eval.budgets``)."""
     check_overrides(list(overrides))
     checkpoint_paths = models
     runs: list[Run] = []
@@ -164,12 +163,12 @@ def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: 
                              f"built in: {', '.join(builtin_recipes())}")
         for seed in seeds:
             name = f"{row.name}-s{seed}"
-            extra = [f"eval.after={tasks or row.tasks_spec()}"]
+            extra = [f"eval.after={tasks or row.tasks_spec()}", *([f"eval.budgets=[{', '.join(map(str, budgets))}]"]
+                                                                  if budgets else [])]
             recipe = load_recipe(None if builtin else row.recipe, row.recipe if builtin else None,
                                  [*row.overrides, *extra, *overrides, f"name={name}", f"seed={seed}",
                                   f"output_dir={root}"])
-            runs.append(Run(row, seed, recipe.run_dir, recipe=recipe, tasks=tasks,
-                            budgets=budgets))
+            runs.append(Run(row, seed, recipe.run_dir, recipe=recipe, tasks=tasks))
     return runs
 
 
@@ -204,7 +203,7 @@ def _train(run: Run, data_dir: str | None, nproc: int) -> bool:
     restart = not resume and run.run_dir.is_dir() and any(run.run_dir.iterdir())
     if restart:
         print(f"{run.run_dir.name}: stopped before its first complete checkpoint; starting it again", flush=True)
-    if nproc > 1 and run.budgets:
+    if nproc > 1 and run.recipe.eval.budgets:
         raise ValueError(f"{run.run_dir}: budgets are evaluated in one process; run with --nproc 1")
     if nproc > 1:
         run.run_dir.mkdir(parents=True, exist_ok=True)
@@ -217,19 +216,8 @@ def _train(run: Run, data_dir: str | None, nproc: int) -> bool:
         return True
     from augcse.train import run as train
 
-    return not train(run.recipe, data_dir, resume=resume, overwrite=restart, callbacks=_callbacks(run, data_dir)).get(
+    return not train(run.recipe, data_dir, resume=resume, overwrite=restart).get(
         "stopped")
-
-
-def _callbacks(run: Run, data_dir: str | None) -> list[Any]:
-    """Evaluation along the way at the run's budgets, on the tasks it is scored on after training."""
-    if not run.budgets:
-        return []
-    from augcse.assets import data_dir as resolve_data_dir
-    from augcse.budgets import BudgetEvaluation
-
-    return [BudgetEvaluation(run.budgets, run.recipe.eval.after, run.run_dir, resolve_data_dir(data_dir),
-                             run.recipe.eval.batch_size)]
 
 
 def evaluate_model(model: str, pooler: str | None, tasks: str, data_dir: str | None,

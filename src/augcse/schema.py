@@ -14,7 +14,7 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from augcse.names import suggest
 
@@ -50,6 +50,16 @@ NonNegativeFloat = Annotated[float, Field(ge=0)]
 Probability = Annotated[float, Field(ge=0, le=1)]
 Temperature = Annotated[float, Field(gt=0)]  # τ of a softmax over similarities
 
+
+def _distinct_ascending(steps: list[int]) -> list[int]:
+    if len(set(steps)) != len(steps):
+        raise ValueError(f"must be distinct step counts, got {steps}")
+    return sorted(steps)
+
+
+# training steps after which a run is also scored (augcse.budgets): eval.budgets, a study's budgets
+Budgets = Annotated[list[PositiveInt], AfterValidator(_distinct_ascending)]
+
 M = TypeVar("M", bound=BaseModel)
 
 _TYPES = {"int_type": "an integer", "float_type": "a number", "bool_type": "true or false",
@@ -72,6 +82,10 @@ def _field_names(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
                 current = models[0] if models else None
             elif origin is list and isinstance(part, int):
                 current = get_args(current)[0]
+                break
+            elif origin is dict:  # part is a key of the mapping (a grid's set or row name), not a field
+                current = get_args(current)[1]
+                part = 0
                 break
             else:
                 break
@@ -145,6 +159,16 @@ def _is_tag(part: str) -> bool:
     """pydantic's union-arm tags (``int``, ``list[str]``, ``function-after[...]``…)."""
     return any(c in part for c in "[]()-") or part in ("int", "float", "str", "bool", "none", "dict", "list",
                                                        "literal", "is-instance")
+
+
+def validate_value(hint: Any, value: Any, name: str) -> Any:
+    """``value`` validated as the type ``hint`` (strictly, as sections are); one-line :class:`RecipeError` naming
+    ``name`` otherwise. For a setting passed on its own in Python (e.g. budgets to ``BudgetEvaluation``)."""
+    holder = create_model("Value", __base__=Section, value=(hint, ...))
+    try:
+        return holder.model_validate({"value": value}).value
+    except ValidationError as exc:
+        raise RecipeError(describe_error(exc, holder, subject="setting").replace("'value", f"'{name}", 1)) from None
 
 
 def validate(model: type[M], values: Any, prefix: str = "", subject: str = "recipe key") -> M:

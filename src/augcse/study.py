@@ -30,22 +30,100 @@ import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union
 
 import yaml
+from pydantic import AfterValidator, Field, model_validator
 
 from augcse.runs import RESERVED_KEYS, Evaluate, Row, Run, check_overrides, plan_runs, run_all
+from augcse.schema import Budgets, RecipeError, Section, validate
 
 START = "start"
-GRID_KEYS = {"title", "seeds", "budgets", "overrides", "start", "sets", "rows", "recipe", "tasks"}
-SET_KEYS = {"recipe", "tasks", "overrides"}
-ROW_KEYS = {"recipe", "overrides"}
 RESERVED = {**RESERVED_KEYS, "seed": "use seeds:", "output_dir": "use --output",
-            "eval.after": "a set's runs are scored on its tasks:"}
+            "eval.after": "a set's runs are scored on its tasks:", "eval.budgets": "use budgets:"}
 
 
 class GridError(ValueError):
     """A grid file that cannot be run; the message names the file, the key and the fix."""
+
+
+# ---------------------------------------------------------------- the grid file's schema (augcse.schema)
+
+def _no_reserved(overrides: list[str]) -> list[str]:
+    try:
+        check_overrides(overrides, RESERVED)  # a key the grid sets per run: name, seed, output_dir, eval.after
+    except RecipeError as exc:
+        raise ValueError(str(exc)) from None  # worded under the grid key that holds it
+    return overrides
+
+
+def _resolvable(tasks: str | list[str]) -> str:
+    from augcse.evaluation.tasks import resolve_tasks
+
+    text = ",".join(tasks) if isinstance(tasks, list) else tasks
+    if not text.strip():
+        raise ValueError("must name the evaluation tasks (e.g. SNIPS or sts)")
+    try:
+        resolve_tasks(text)
+    except (KeyError, ValueError) as exc:
+        raise ValueError(str(exc).strip("\"'")) from None
+    return text
+
+
+def _distinct(values: list[int]) -> list[int]:
+    if len(set(values)) != len(values):
+        raise ValueError(f"must be distinct, got {values}")
+    return values
+
+
+Overrides = Annotated[list[str], AfterValidator(_no_reserved)]
+Tasks = Annotated[Union[str, list[str]], AfterValidator(_resolvable)]
+
+
+class StartSpec(Section):
+    model: str  # the starting model (a folder or Hub name), evaluated as it is
+    pooler: str | None = None  # None: the saved model's own pooling
+
+
+class SetSpec(Section):
+    tasks: Tasks  # what the set's runs are scored on
+    recipe: str | None = None  # the set's recipe (a row may name its own)
+    overrides: Overrides = Field(default_factory=list)
+
+
+class RowSpec(Section):
+    recipe: str | None = None  # None: the set's recipe
+    overrides: Overrides = Field(default_factory=list)
+
+
+class GridSpec(Section):
+    """A grid file: every key, its type and range; one set from top-level ``recipe``/``tasks`` without ``sets``."""
+
+    title: str | None = None
+    seeds: Annotated[list[int], Field(min_length=1), AfterValidator(_distinct)]
+    budgets: Budgets = Field(default_factory=list)
+    overrides: Overrides = Field(default_factory=list)  # every trained run
+    start: StartSpec | None = None
+    sets: dict[str, SetSpec] | None = None
+    rows: Annotated[dict[str, RowSpec], Field(min_length=1)]
+    recipe: str | None = None
+    tasks: Tasks | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GridSpec:
+        if self.sets is not None and (self.tasks is not None or self.recipe is not None):
+            raise ValueError("give recipe/tasks per set under 'sets', or at the top without 'sets'")
+        if self.sets is not None and not self.sets:
+            raise ValueError("sets is empty; declare at least one set")
+        if self.sets is None and self.tasks is None:
+            raise ValueError("tasks is required without 'sets' (e.g. tasks: SNIPS)")
+        if START in self.rows:
+            raise ValueError(f"rows.{START} is the starting model's name; use 'start:' or another name")
+        recipes = [item.recipe for item in self.sets.values()] if self.sets is not None else [self.recipe]
+        bare = next((name for name, row in self.rows.items() if not row.recipe and None in recipes), None)
+        if bare is not None:
+            raise ValueError(f"rows.{bare} has no recipe and neither has its set; give recipe:")
+        return self
 
 
 @dataclass(frozen=True)
@@ -89,46 +167,8 @@ class Grid:
                                      (), item.tasks, budgets=self.budgets) for item in self.sets}
 
 
-def _strings(where: str, value: Any) -> tuple[str, ...]:
-    """A list of overrides; a key the grid sets per run (name, seed, output_dir, eval.after) is refused."""
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise GridError(f"{where} must be a list of key=value strings")
-    try:
-        check_overrides(value, RESERVED)
-    except ValueError as exc:
-        raise GridError(f"{where}: {exc}") from None
-    return tuple(value)
-
-
-def _mapping(where: str, value: Any, allowed: set[str]) -> dict[str, Any]:
-    value = {} if value is None else value
-    if not isinstance(value, dict):
-        raise GridError(f"{where} must be a mapping")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise GridError(f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
-    return value
-
-
-def _tasks(where: str, value: Any) -> str:
-    from augcse.evaluation.tasks import resolve_tasks
-
-    text = ",".join(value) if isinstance(value, list) else value
-    if not isinstance(text, str) or not text.strip():
-        raise GridError(f"{where} must name the evaluation tasks (e.g. SNIPS or sts)")
-    try:
-        resolve_tasks(text)
-    except (KeyError, ValueError) as exc:
-        raise GridError(f"{where}: {str(exc).strip(chr(34) + chr(39))}") from None
-    return text
-
-
 def load_grid(path: str | Path) -> Grid:
-    """The grid file, checked; every problem is one line naming the key (:class:`GridError`)."""
-    from augcse.budgets import check_budgets
-
+    """The grid file, validated by :class:`GridSpec`; every problem is one line naming the key (:class:`GridError`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"grid file {str(path)!r} does not exist")
@@ -138,47 +178,16 @@ def load_grid(path: str | Path) -> Grid:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise GridError(f"grid {path}: not valid YAML{where}; fix the file") from None
-    top = _mapping(f"grid {path}", data, GRID_KEYS)
-    seeds = top.get("seeds")
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds) \
-            or len(set(seeds)) != len(seeds):
-        raise GridError(f"grid {path}: seeds must be a list of distinct integers, e.g. [1, 2, 3]")
     try:
-        budgets = check_budgets(top.get("budgets") or [])
-    except ValueError as exc:
+        spec = validate(GridSpec, data, subject="grid key")
+    except RecipeError as exc:
         raise GridError(f"grid {path}: {exc}") from None
-    if "sets" in top:
-        if "tasks" in top or "recipe" in top:
-            raise GridError(f"grid {path}: give recipe/tasks per set under 'sets', or at the top without 'sets'")
-        if not isinstance(top["sets"], dict):
-            raise GridError(f"grid {path}: sets must map each set's name to its recipe, tasks and overrides")
-        sets = [(str(name), _mapping(f"grid {path}: sets.{name}", spec, SET_KEYS)) for name, spec in top["sets"].items()]
-    else:
-        sets = [("", {k: top[k] for k in ("recipe", "tasks") if k in top})]
-    if not sets:
-        raise GridError(f"grid {path}: sets is empty; declare at least one set")
-    parsed_sets = tuple(Set(str(name), _tasks(f"grid {path}: {'sets.' + name + '.' if name else ''}tasks", spec.get("tasks")),
-                            spec.get("recipe"), _strings(f"grid {path}: sets.{name}.overrides", spec.get("overrides")))
-                        for name, spec in sets)
-    rows_spec = top.get("rows")
-    if not isinstance(rows_spec, dict) or not rows_spec:
-        raise GridError(f"grid {path}: rows must map each row's name to its recipe and overrides")
-    rows = []
-    for name, spec in rows_spec.items():
-        spec = _mapping(f"grid {path}: rows.{name}", spec, ROW_KEYS)
-        if name == START:
-            raise GridError(f"grid {path}: rows.{START} is the starting model's name; use 'start:' or another name")
-        if not spec.get("recipe") and any(item.recipe is None for item in parsed_sets):
-            raise GridError(f"grid {path}: rows.{name} has no recipe and neither has its set; give recipe:")
-        rows.append((str(name), spec.get("recipe"), _strings(f"grid {path}: rows.{name}.overrides", spec.get("overrides"))))
-    start = None
-    if "start" in top:
-        spec = _mapping(f"grid {path}: start", top["start"], {"model", "pooler"})
-        if not isinstance(spec.get("model"), str):
-            raise GridError(f"grid {path}: start.model must name the starting model (a folder or Hub name)")
-        start = Evaluate(spec["model"], spec.get("pooler"))
-    return Grid(path, str(top.get("title") or path.stem), tuple(seeds), parsed_sets, tuple(rows), budgets,
-                _strings(f"grid {path}: overrides", top.get("overrides")), start)
+    named = spec.sets if spec.sets is not None else {"": SetSpec(tasks=spec.tasks, recipe=spec.recipe)}
+    sets = tuple(Set(name, item.tasks, item.recipe, tuple(item.overrides)) for name, item in named.items())
+    rows = tuple((name, row.recipe, tuple(row.overrides)) for name, row in spec.rows.items())
+    start = Evaluate(spec.start.model, spec.start.pooler) if spec.start else None
+    return Grid(path, spec.title or path.stem, tuple(spec.seeds), sets, rows, tuple(spec.budgets),
+                tuple(spec.overrides), start)
 
 
 # --------------------------------------------------------------------------- the table
@@ -226,9 +235,13 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
 
 
 def _cell(stats: dict[str, Any]) -> str:
+    """mean ± sd (n=…), as ``augcse compare`` writes it; a single seed says n=1 too, since a study's table
+    may be read while seeds are still running."""
     from augcse.report.compare import mean_std
 
-    return mean_std(stats["values"]) if stats else "—"
+    if not stats or not stats["values"]:
+        return "—"
+    return mean_std(stats["values"]) + (" (n=1)" if len(stats["values"]) == 1 else "")
 
 
 def build_document(grid: Grid, by_set: dict[str, list[Run]], folder: Path):
@@ -311,6 +324,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", default="runs/study", help="output folder (default: runs/study)")
     parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA)")
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
+    parser.add_argument("--table-only", action="store_true",
+                        help="write the table and curves of the runs finished so far (the others listed as not "
+                             "finished); run nothing")
     parser.set_defaults(func=_study_cli)
 
 
@@ -321,9 +337,13 @@ def _study_cli(args: argparse.Namespace) -> int:
         print(describe(grid, by_set))
         return 0
     folder = Path(args.output) / grid.name
-    code = run_all([run for runs in by_set.values() for run in runs], folder, args.data_dir)
-    if code:
-        return code
+    if args.table_only:
+        if not folder.is_dir():
+            raise ValueError(f"{folder} holds no run of this grid yet; run it first, or give its --output")
+    else:
+        code = run_all([run for runs in by_set.values() for run in runs], folder, args.data_dir)
+        if code:
+            return code
     doc, figures = build_document(grid, by_set, folder)
     print(doc.to_markdown(folder))
     md, page = doc.write(folder, "study")

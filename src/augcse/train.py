@@ -201,6 +201,9 @@ def check_inputs(recipe: Recipe, root: Path | None) -> Path:
             check_writable(recipe.run_dir, "recipe key 'output_dir': the run folder")
     except ValueError as exc:
         raise RecipeError(str(exc)) from None
+    if recipe.eval.budgets and world_size() > 1:
+        raise RecipeError("recipe key 'eval.budgets': budgets are scored in one process; train with one process "
+                          "or drop eval.budgets")
     corpus = resolve_corpus(recipe, root)
     resolve_model(recipe.model.backbone)
     return corpus
@@ -234,7 +237,8 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False
         callbacks: Sequence[Any] = ()) -> dict:
     """Train ``recipe`` end to end; returns the run summary (also written to ``run_dir/summary.json``).
 
-    ``callbacks`` are extra ``TrainerCallback`` objects (e.g. :class:`augcse.budgets.BudgetEvaluation`).
+    ``callbacks`` are extra ``TrainerCallback`` objects; ``eval.budgets`` adds
+    :class:`augcse.budgets.BudgetEvaluation` itself.
     The process with rank 0 claims the run folder (see :mod:`augcse.rundir`) for the whole run. The recipe
     is validated first (one line, exit 2 from the CLI), whether it came from a file or was built in Python.
     """
@@ -509,6 +513,7 @@ def _resume_hint(run_dir: Path) -> str:
 
 def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Path | None,
            callbacks: Sequence[Any] = ()) -> dict:
+    from augcse.budgets import BudgetEvaluation
     from augcse.callbacks import GracefulStop, ScaleLearningRate, SkipWhenTrained, restore_loss_state
     from augcse.guard import NonFiniteGuard
 
@@ -527,7 +532,10 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
             raise write_error(recipe, setup, write_failure(exc), "the run's records", 2**20) from None
     guard = NonFiniteGuard(setup.loss, recipe.skip_nonfinite_steps)
     stopper = GracefulStop()
-    trainer = build_trainer(recipe, setup, [guard, ScaleLearningRate(), SkipWhenTrained(), stopper, *callbacks])
+    budgets = [BudgetEvaluation(recipe.eval.budgets, setup.after, recipe.run_dir, root, recipe.eval.batch_size)
+               ] if recipe.eval.budgets else []
+    trainer = build_trainer(recipe, setup, [guard, ScaleLearningRate(), SkipWhenTrained(), stopper, *budgets,
+                                            *callbacks])
     if checkpoint is not None:
         restore_loss_state(setup.loss, checkpoint)
         logger.info("resuming from %s", checkpoint)

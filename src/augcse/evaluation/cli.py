@@ -60,7 +60,7 @@ def _read_eval(path: Path) -> dict:
     return saved
 
 
-def _phases(results: dict[str, dict[str, float]], timings: dict[str, float], workers: int) -> str:
+def _phases(results: dict[str, dict[str, float]], timings: dict[str, float]) -> str:
     """Where the time went: reading, the shared encoding (with a --backend's export), the scoring, and
     each suite's own task time (CPU-bound; summed over processes when they score side by side)."""
     from augcse.evaluation.tasks import get_task
@@ -69,7 +69,7 @@ def _phases(results: dict[str, dict[str, float]], timings: dict[str, float], wor
     for name, scores in results.items():
         suite = (get_task(name).suites or ("other",))[0]
         by_suite[suite] = by_suite.get(suite, 0.0) + scores["seconds"]
-    on = f" on {workers} processes" if workers > 1 else ""
+    on = f" on {timings['processes']:.0f} processes" if timings["processes"] > 1 else ""
     return ", ".join([f"loading {timings['loading']:.0f} s", f"encoding {timings['encoding']:.0f} s",
                       f"scoring {timings['scoring']:.0f} s{on}"]) + \
         " (task time: " + ", ".join(f"{suite} {t:.0f} s" for suite, t in by_suite.items()) + ")"
@@ -220,7 +220,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     timings["encoding"] = seconds - timings["loading"] - timings["scoring"]  # with the backend's export
     print(_table(results, scores))
-    print(f"({len(names)} tasks in {seconds:.0f} s: {_phases(results, timings, workers)})")
+    print(f"({len(names)} tasks in {seconds:.0f} s: {_phases(results, timings)})")
     if args.save_to:
         saved = save_scores(args.save_to, {**scores, **details(results)}, args.stage, versions(args.model, names, root))
         print(f"scores merged into {saved} ({args.stage})")

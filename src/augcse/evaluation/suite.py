@@ -40,7 +40,7 @@ def run_tasks(
     files, else downloads); ``fast`` is the tasks' fast mode (fewer folds or seeds). With ``workers``
     > 1 the costly tasks (classifiers, K-means) are scored side by side in that many processes
     (:mod:`augcse.evaluation.workers`), with the same scores. ``timings``, when given, receives the
-    wall seconds of ``loading``, ``encoding`` and ``scoring``.
+    wall seconds of ``loading``, ``encoding`` and ``scoring``, and the ``processes`` that scored.
 
     Example::
 
@@ -80,7 +80,8 @@ def run_tasks(
                 bar.update()
     if timings is not None:
         timings.update(loading=clock["loading"] - clock["start"], encoding=clock["encoding"] - clock["loading"],
-                       scoring=time.perf_counter() - clock["encoding"])
+                       scoring=time.perf_counter() - clock["encoding"],
+                       processes=min(workers, len(apart)) if apart else 1)
     return {name: results[name] for name in by_name}
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
-from pydantic import ConfigDict, Field, create_model, field_validator
+from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
 
 from augcse.loss_parameters import LOSS_PARAMETERS, loss_settings
 from augcse.names import suggest
 from augcse.schema import (
-    KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError, Section,
-    validate,
+    Budgets, KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError,
+    Section, validate,
 )
 
 RECIPE_DIR = Path(__file__).parent
@@ -92,6 +92,15 @@ class EvalConfig(RecipeSection):
     before: str | None = "auto"  # tasks before/after training; auto: the 7 STS tasks with a data dir, else STS-B
     after: str | None = "auto"  # null skips an evaluation
     batch_size: PositiveInt = 128  # sentences per encoding batch in evaluation
+    # steps after which the model is also scored on the ``after`` tasks, into curve.json (a learning curve
+    # from one run); recorded only, nothing is selected on them
+    budgets: Budgets = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _budgets_need_tasks(self) -> EvalConfig:
+        if self.budgets and self.after is None:
+            raise ValueError("budgets are scored on the 'after' tasks; give eval.after or drop eval.budgets")
+        return self
 
 
 class Recipe(RecipeSection):
