@@ -93,6 +93,7 @@ def test_bf16_warning_follows_the_cpu_flags(monkeypatch) -> None:
     cpu = torch.device("cpu")
     monkeypatch.setattr(encoding, "cpu_flags", lambda: {"avx2", "fma"})
     assert "slower than float32" in encoding.bf16_warning(cpu)
+    assert encoding.bf16_warning(cpu, "training.bf16").startswith("warning: training.bf16 on a CPU without")
     assert encoding.bf16_warning(torch.device("cuda")) is None
     monkeypatch.setattr(encoding, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
     assert encoding.bf16_warning(cpu) is None

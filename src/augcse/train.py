@@ -515,6 +515,7 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
            callbacks: Sequence[Any] = ()) -> dict:
     from augcse.budgets import BudgetEvaluation
     from augcse.callbacks import GracefulStop, ScaleLearningRate, SkipWhenTrained, restore_loss_state
+    from augcse.evaluation.encoding import bf16_warning
     from augcse.guard import NonFiniteGuard
 
     started = time.perf_counter()
@@ -524,6 +525,8 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
     scores: dict = {}
     if main_process:
         warn_if_short_of_space(recipe, setup)
+        if recipe.training.get("bf16") and (warning := bf16_warning(setup.args.device, "training.bf16")):
+            logger.warning(warning)
         try:
             scores = evaluate_before(recipe, setup, root, checkpoint)
         except OSError as exc:

@@ -50,17 +50,17 @@ def cpu_flags() -> set[str]:
     return set()
 
 
-def bf16_warning(device: torch.device) -> str | None:
+def bf16_warning(device: torch.device, option: str = "--bf16") -> str | None:
     """One line when bf16 autocast will be slower than float32 here: a CPU without native bf16.
 
     ``benchmarks/roofline.py`` measures the gap (docs/RESULTS.md); GPUs and CPUs with AVX512-BF16 or
-    AMX get no warning.
+    AMX get no warning. ``option`` is what the user set (``--bf16``, ``training.bf16``).
     """
     flags = cpu_flags()
     if device.type != "cpu" or not flags or flags & set(NATIVE_BF16_FLAGS):
         return None
-    return (f"warning: --bf16 on a CPU without {' or '.join(NATIVE_BF16_FLAGS)} is slower than float32 "
-            f"(bf16 is emulated; benchmarks/roofline.py measures it); drop --bf16")
+    return (f"warning: {option} on a CPU without {' or '.join(NATIVE_BF16_FLAGS)} is slower than float32 "
+            f"(bf16 is emulated; benchmarks/roofline.py measures it); drop {option}")
 
 
 def token_sorted(model, sentences: Iterable[str]) -> list[str]:
