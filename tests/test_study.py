@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from augcse.cli import main
+from augcse.rundir import RunFolder
 
 SENTENCES = [f"sentence number {i} is about {w} and more {w}s" for i, w in
              enumerate(["cats", "dogs", "rain", "music", "trains", "bread", "rivers", "stars"] * 4)]
@@ -42,22 +43,31 @@ def _grid(tmp_path: Path, tiny_model_dir: Path, **changes) -> Path:
 
 
 def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its_table(
-        tiny_model_dir, data_dir, tmp_path, capsys):
+        tiny_model_dir, data_dir, tmp_path):
     grid, out = _grid(tmp_path, tiny_model_dir), tmp_path / "out"
     command = [sys.executable, "-m", "augcse.cli", "study", str(grid), "--output", str(out),
                "--data-dir", str(data_dir)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     folder = out / "tiny"
     first = folder / "simcse-s1" / "summary.json"
+    # a second process on the same grid is refused while another holds it (here this one, so that the
+    # refusal does not race the other's progress); it writes nothing
+    holder = RunFolder(folder / ".table")
+    holder.claim({})
+    try:
+        refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        holder.release()
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{folder} is being run by another process (PID {os.getpid()})" in lines[0], lines
+    assert not [p for p in folder.iterdir() if p.name != ".table"]  # no run was started
+
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while not first.is_file() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.1)
     assert first.is_file(), "the first trained run did not finish"
-    # a second process on the same grid is refused while the first holds it
-    assert main(["study", str(grid), "--output", str(out), "--data-dir", str(data_dir)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"{folder} is being run by another process (PID {process.pid})" in err
     process.send_signal(signal.SIGKILL)  # no graceful stop: as if the machine went away
     process.wait()
     stamp = first.stat().st_mtime_ns
@@ -83,6 +93,7 @@ def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its
         assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 3
         curves.append(curve["steps"])
     figures = json.loads((folder / "study.json").read_text())["sets"]["tiny"]
+    assert figures["tasks"] == ["STSBenchmark"]  # its average repeats the one task, so it is not a column
     final = figures["rows"]["simcse"]["final"]["STSBenchmark"]
     assert final["n"] == 2 and final["mean"] == pytest.approx(statistics.fmean(finals))
     assert final["sd"] == pytest.approx(statistics.stdev(finals))
@@ -92,6 +103,8 @@ def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its
     assert by_step["1"]["mean"] == pytest.approx(statistics.fmean(c["1"]["STSBenchmark"] for c in curves))
     assert by_step["3"]["values"] == finals  # the last point is the run's final evaluation
     assert figures["rows"]["start"]["curve"]["STSBenchmark"]["0"]["values"] == [start]
+    seconds = [json.loads((folder / f"simcse-s{seed}" / "summary.json").read_text())["seconds"] for seed in (1, 2)]
+    assert figures["time"] == {"runs": 2, "seconds": pytest.approx(sum(seconds))}
 
     markdown = (folder / "study.md").read_text()
     lines = [[c.strip() for c in line.strip("|").split("|")] for line in markdown.splitlines() if line.startswith("| ")]
@@ -102,6 +115,7 @@ def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its
     assert cells["Δ STSBenchmark vs start"] == f"{mean - start:+.2f}"
     assert (folder / "curves.png").stat().st_size > 0 and (folder / "study.html").is_file()
     assert "curves.png" in markdown and markdown.strip() in done.stdout
+    assert "Time: 2 trained runs finished in " in markdown
 
 
 @pytest.mark.parametrize(("change", "message"), [

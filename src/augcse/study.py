@@ -216,6 +216,8 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
     finished = [run for run in runs if run.done]
     rows = list(dict.fromkeys(run.row.name for run in runs))
     tasks = list(dict.fromkeys(task for run in finished for task in run.scores()))
+    named = [task for task in tasks if not task.endswith("_avg")]
+    tasks = named if len(named) == 1 else tasks  # an average of one task only repeats it
     start = next((run.scores() for run in finished if run.recipe is None), {})
     out: dict[str, Any] = {"tasks": tasks, "rows": {}}
     for row in rows:
@@ -231,7 +233,18 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
                  for task in tasks}
         out["rows"][row] = {"final": final, "curve": curve}
     out["pending"] = [str(run.run_dir) for run in runs if not run.done]
+    seconds = [_seconds(run) for run in finished if run.recipe is not None]
+    out["time"] = {"runs": len(seconds), "seconds": sum(seconds)}
     return out
+
+
+def _seconds(run: Run) -> float:
+    """A trained run's wall time over all its parts (training, the budgets' and the final evaluation)."""
+    return float(json.loads((run.run_dir / "summary.json").read_text()).get("seconds", 0.0))
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
 
 
 def _cell(stats: dict[str, Any]) -> str:
@@ -280,6 +293,11 @@ def build_document(grid: Grid, by_set: dict[str, list[Run]], folder: Path):
                                    folder / f"curves{'-' + name if name else ''}.png",
                                    title=f"{grid.title}{': ' + name if name else ''}")
             doc.add(Image(plot, f"score against training steps{' on ' + name if name else ''}: mean ± sd over seeds"))
+        spent = summary["time"]
+        if spent["runs"]:
+            doc.add(Paragraph(f"Time: {spent['runs']} trained runs finished in {_duration(spent['seconds'])} "
+                              f"({_duration(spent['seconds'] / spent['runs'])} each: training and every "
+                              "evaluation, the runs' summary.json `seconds`)."))
         if summary["pending"]:
             doc.add(Paragraph(f"Not finished yet ({len(summary['pending'])}): {', '.join(summary['pending'])}."))
     if grid.start is not None:
