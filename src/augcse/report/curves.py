@@ -25,6 +25,8 @@ def learning_curves(rows: Mapping[str, Mapping[str, Mapping[int, Mapping[str, An
         for index, (row, curve) in enumerate(rows.items()):
             points = {step: s for step, s in curve.get(task, {}).items() if s.get("mean") is not None}
             color = cmap(index % 10)
+            if not points:  # a row with no finished run yet: no line, no legend entry
+                continue
             if set(points) == {0}:
                 ax.axhline(points[0]["mean"], color=color, linestyle="--", linewidth=1.2, label=row)
                 continue
@@ -39,7 +41,7 @@ def learning_curves(rows: Mapping[str, Mapping[str, Mapping[int, Mapping[str, An
         ax.set_xlabel("training steps")
         ax.set_ylabel(task)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8, frameon=False)
+    axes[0][-1].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the curves
     if title:
         fig.suptitle(title)
     fig.tight_layout()
