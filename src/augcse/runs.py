@@ -114,21 +114,26 @@ class Run:
 
     @property
     def done(self) -> bool:
-        return ((self.run_dir / "summary.json").is_file() and "after" in _scores_file(self.run_dir / "eval.json")
-                and all("after" in _scores_file(extra.path) for extra in self.extra_evaluations))
+        return ((self.run_dir / "summary.json").is_file() and "after" in _json_file(self.run_dir / "eval.json")
+                and all("after" in _json_file(extra.path) for extra in self.extra_evaluations))
 
     @property
     def started(self) -> bool:
         return any(self.run_dir.glob("checkpoint-*"))
 
+    def summary(self) -> dict[str, Any]:
+        """The finished run's ``summary.json`` (steps, time), empty before it is written."""
+        return _json_file(self.run_dir / "summary.json")
+
     def scores(self) -> dict[str, float]:
-        merged = dict(_scores_file(self.run_dir / "eval.json").get("after", {}))
+        merged = dict(_json_file(self.run_dir / "eval.json").get("after", {}))
         for extra in self.extra_evaluations:
-            merged.update(_scores_file(extra.path).get("after", {}))
+            merged.update(_json_file(extra.path).get("after", {}))
         return merged
 
 
-def _scores_file(path: Path) -> dict[str, Any]:
+def _json_file(path: Path) -> dict[str, Any]:
+    """A run's JSON record; empty when absent or half-written (a run killed while writing it is not finished)."""
     try:
         return json.loads(path.read_text()) if path.is_file() else {}
     except json.JSONDecodeError:
@@ -189,7 +194,7 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
     if not (run.run_dir / "summary.json").is_file() and not _train(run, data_dir, nproc):
         return False
     for extra in run.extra_evaluations:
-        if "after" not in _scores_file(extra.path):
+        if "after" not in _json_file(extra.path):
             extra.run(data_dir)
     return True
 

@@ -200,8 +200,7 @@ def curve_points(run: Run) -> dict[int, dict[str, float]]:
     if run.recipe is None:
         return {0: run.scores()}
     points = read_curve(run.run_dir)
-    summary = json.loads((run.run_dir / "summary.json").read_text())
-    points[int(summary.get("global_step", max(points, default=0)))] = run.scores()
+    points[int(run.summary().get("global_step", max(points, default=0)))] = run.scores()
     return points
 
 
@@ -213,10 +212,12 @@ def _stats(values: list[float]) -> dict[str, Any]:
 def summarise(runs: list[Run]) -> dict[str, Any]:
     """One set's figures: per row and task, the final scores over seeds and Δ against the starting model;
     per row, task and step, the scores over seeds (the learning curve)."""
+    from augcse.evaluation.tasks import is_average
+
     finished = [run for run in runs if run.done]
     rows = list(dict.fromkeys(run.row.name for run in runs))
     tasks = list(dict.fromkeys(task for run in finished for task in run.scores()))
-    named = [task for task in tasks if not task.endswith("_avg")]
+    named = [task for task in tasks if not is_average(task)]
     tasks = named if len(named) == 1 else tasks  # an average of one task only repeats it
     start = next((run.scores() for run in finished if run.recipe is None), {})
     out: dict[str, Any] = {"tasks": tasks, "rows": {}}
@@ -233,14 +234,9 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
                  for task in tasks}
         out["rows"][row] = {"final": final, "curve": curve}
     out["pending"] = [str(run.run_dir) for run in runs if not run.done]
-    seconds = [_seconds(run) for run in finished if run.recipe is not None]
+    seconds = [float(run.summary().get("seconds", 0.0)) for run in finished if run.recipe is not None]
     out["time"] = {"runs": len(seconds), "seconds": sum(seconds)}
     return out
-
-
-def _seconds(run: Run) -> float:
-    """A trained run's wall time over all its parts (training, the budgets' and the final evaluation)."""
-    return float(json.loads((run.run_dir / "summary.json").read_text()).get("seconds", 0.0))
 
 
 def _duration(seconds: float) -> str:
