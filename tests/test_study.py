@@ -76,6 +76,7 @@ def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its
     assert main(["study", str(grid), "--output", str(out), "--table-only"]) == 0
     partial = (folder / "study.md").read_text()
     assert "Not finished yet (1)" in partial and "simcse-s2" in partial and "(n=1)" in partial
+    assert "Time: 1 trained run finished in " in partial
     assert first.stat().st_mtime_ns == stamp and not (folder / "simcse-s2" / "summary.json").exists()
 
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
@@ -160,6 +161,16 @@ def test_adaptation_grid_plans_four_sets_six_methods_three_seeds_and_the_startin
         assert f"{tmp_path}/adapt-curves/{name}/start  [to run]" in out
         assert f"{tmp_path}/adapt-curves/{name}/tsdae-s3  [to run]" in out
     assert not list(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_a_table_says_how_many_runs_a_set_without_a_finished_run_has_to_run(tmp_path, capsys):
+    folder = tmp_path / "adapt-curves"
+    assert main(["study", str(GRID), "--output", str(tmp_path), "--table-only"]) == 2  # nothing to tabulate
+    assert "holds no run of this grid yet" in capsys.readouterr().err and not folder.exists()
+    folder.mkdir()  # a study whose first run has not finished
+    assert main(["study", str(GRID), "--output", str(tmp_path), "--table-only"]) == 0
+    assert (folder / "study.md").read_text().count("No finished run yet (19 to run).") == 4
+    assert not [p for p in folder.iterdir() if p.is_dir()]  # nothing was run
 
 
 def test_compare_recipe_differences_print_a_dash_not_an_escape():

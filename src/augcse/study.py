@@ -266,7 +266,7 @@ def build_document(grid: Grid, by_set: dict[str, list[Run]], folder: Path):
         if name:
             doc.add(Heading(f"Set {name}"))
         if not tasks:
-            doc.add(Paragraph("No finished run yet."))
+            doc.add(Paragraph(f"No finished run yet ({len(runs)} to run)."))
             continue
         has_start = grid.start is not None
         header = ["row", *tasks, *([f"Δ {t} vs {START}" for t in tasks] if has_start else [])]
@@ -291,7 +291,8 @@ def build_document(grid: Grid, by_set: dict[str, list[Run]], folder: Path):
             doc.add(Image(plot, f"score against training steps{' on ' + name if name else ''}: mean ± sd over seeds"))
         spent = summary["time"]
         if spent["runs"]:
-            doc.add(Paragraph(f"Time: {spent['runs']} trained runs finished in {_duration(spent['seconds'])} "
+            runs_word = "run" if spent["runs"] == 1 else "runs"
+            doc.add(Paragraph(f"Time: {spent['runs']} trained {runs_word} finished in {_duration(spent['seconds'])} "
                               f"({_duration(spent['seconds'] / spent['runs'])} each: training and every "
                               "evaluation, the runs' summary.json `seconds`)."))
         if summary["pending"]:
