@@ -82,6 +82,7 @@ def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "simcse-s1: finished, skipped" in done.stdout and "start: finished, skipped" in done.stdout
+    assert re.search(r"simcse-s2: (running|resuming) \(1 left; 1 trained run finished, \d+\.\d min each\)", done.stdout)
     assert first.stat().st_mtime_ns == stamp  # the finished run was not trained again
 
     start = json.loads((folder / "start" / "eval.json").read_text())["after"]["STSBenchmark"]

@@ -260,6 +260,15 @@ def _evaluate_model(run: Run, data_dir: str | None) -> None:
 
 
 
+def _pace(runs: Sequence[Run]) -> str:
+    """How many runs are left and what the finished trained ones took, so a long table's end can be judged."""
+    left = sum(not run.done for run in runs)
+    seconds = [float(run.summary().get("seconds", 0.0)) for run in runs if run.done and run.recipe is not None]
+    pace = (f"; {len(seconds)} trained run{'s' if len(seconds) > 1 else ''} finished, "
+            f"{sum(seconds) / len(seconds) / 60:.1f} min each") if seconds else ""
+    return f" ({left} left{pace})"
+
+
 def run_all(runs: Sequence[Run], folder: Path, data_dir: str | None, nproc: int = 1) -> int:
     """Execute every unfinished run in order under one lock on ``folder``; 130 when stopped (Ctrl-C).
 
@@ -279,7 +288,8 @@ def run_all(runs: Sequence[Run], folder: Path, data_dir: str | None, nproc: int 
             if run.done:
                 print(f"[{index}/{len(runs)}] {run.run_dir}: finished, skipped", flush=True)
                 continue
-            print(f"[{index}/{len(runs)}] {run.run_dir}: {'resuming' if run.started else 'running'}", flush=True)
+            print(f"[{index}/{len(runs)}] {run.run_dir}: {'resuming' if run.started else 'running'}"
+                  f"{_pace(runs)}", flush=True)
             if not execute(run, data_dir, nproc):
                 print(f"stopped; run the same command again to continue from {run.run_dir}", flush=True)
                 return 130
