@@ -125,6 +125,10 @@ class Run:
         """The finished run's ``summary.json`` (steps, time), empty before it is written."""
         return _json_file(self.run_dir / "summary.json")
 
+    def seconds(self) -> float:
+        """A finished run's wall time over all its parts (training, the budgets' and the final evaluation)."""
+        return float(self.summary().get("seconds", 0.0))
+
     def scores(self) -> dict[str, float]:
         merged = dict(_json_file(self.run_dir / "eval.json").get("after", {}))
         for extra in self.extra_evaluations:
@@ -263,7 +267,7 @@ def _evaluate_model(run: Run, data_dir: str | None) -> None:
 def _pace(runs: Sequence[Run]) -> str:
     """How many runs are left and what the finished trained ones took, so a long table's end can be judged."""
     left = sum(not run.done for run in runs)
-    seconds = [float(run.summary().get("seconds", 0.0)) for run in runs if run.done and run.recipe is not None]
+    seconds = [run.seconds() for run in runs if run.done and run.recipe is not None]
     pace = (f"; {len(seconds)} trained run{'s' if len(seconds) > 1 else ''} finished, "
             f"{sum(seconds) / len(seconds) / 60:.1f} min each") if seconds else ""
     return f" ({left} left{pace})"

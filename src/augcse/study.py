@@ -234,7 +234,7 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
                  for task in tasks}
         out["rows"][row] = {"final": final, "curve": curve}
     out["pending"] = [str(run.run_dir) for run in runs if not run.done]
-    seconds = [float(run.summary().get("seconds", 0.0)) for run in finished if run.recipe is not None]
+    seconds = [run.seconds() for run in finished if run.recipe is not None]
     out["time"] = {"runs": len(seconds), "seconds": sum(seconds)}
     return out
 
