@@ -35,10 +35,17 @@ def torchrun(tiny_model_dir, data_dir, tmp_path_factory) -> Path:
              "training.eval_steps=2", "training.max_steps=4", "training.learning_rate=1e-3", "eval.before=null",
              "eval.after=null", f"output_dir={root / 'runs'}", "--data-dir", str(data_dir)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([*TORCHRUN, str(WORKER), str(tiny_model_dir), str(root), *train], cwd=root, env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    logs = root / "logs"
+    result = subprocess.run([*TORCHRUN, "--log-dir", str(logs), "--redirects", "3", str(WORKER), str(tiny_model_dir),
+                             str(root), *train], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, first_failure(logs)
     return root
+
+
+def first_failure(logs: Path) -> str:
+    """Each rank's own last lines (torchrun prints the rank that failed last, often not the one that failed first)."""
+    tails = [f"--- {log.relative_to(logs)}:\n{log.read_text()[-2500:]}" for log in sorted(logs.rglob("stderr.log"))]
+    return "\n".join(tails) or f"no log under {logs}"
 
 
 @pytest.fixture(scope="module")
