@@ -90,3 +90,14 @@ def test_training_runs_under_torchrun_on_cpu(torchrun):
     assert heads[0]["head.dense.bias"].abs().sum() > 0  # initialised to zero: it was trained
     for name, weight in heads[0].items():
         torch.testing.assert_close(heads[1][name], weight, rtol=0, atol=0, msg=name)
+
+
+def test_only_the_first_process_writes_checkpoints(torchrun):
+    """Two processes writing one checkpoint's files at once mix them (and the first may load a half-written one as
+    the best model): the trainer's own log names each save, and only rank 0 may make one."""
+    saves = {}
+    for log in (torchrun / "logs").rglob("stderr.log"):
+        rank = int(log.parent.name)
+        saves[rank] = [line for line in log.read_text().splitlines() if "Saving model checkpoint to" in line]
+    assert len(saves[0]) == 2, saves[0]  # steps 2 and 4
+    assert saves[1] == [], saves[1]

@@ -309,16 +309,16 @@ def build_trainer(recipe: Recipe, setup: Setup, extra_callbacks: list):
     integrations (TensorBoard…) see it, so those are moved behind it; training batches are truncated to
     ``model.max_seq_length`` by the collator given here (the model keeps its own maximum for evaluation).
     """
-    from sentence_transformers import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
     from transformers.integrations import get_reporting_integration_callbacks
 
     from augcse.callbacks import DrawEpoch, JsonlLogger, LossStateCheckpoint, SyncLossGradients
+    from augcse.trainer import Trainer
 
     loss, args = setup.loss, setup.args
     collator = SentenceTransformerDataCollator(preprocess_fn=setup.model.preprocess, router_mapping=args.router_mapping,
                                                prompts=args.prompts, max_length=recipe.model.max_seq_length)
-    trainer = SentenceTransformerTrainer(
+    trainer = Trainer(
         model=setup.model, args=args, train_dataset=setup.train_dataset, loss=loss, evaluator=setup.evaluator,
         data_collator=collator,
         callbacks=[JsonlLogger(recipe.run_dir / "log.jsonl", loss), LossStateCheckpoint(loss), DrawEpoch(),
