@@ -38,8 +38,9 @@ def label_shares(texts: list[str], labels: list[str], model, k: int, tops: tuple
             if same[:n]:
                 shares[n].append(float(np.mean(same[:n])))
     counts = np.array(list(Counter(labels).values()), dtype=float)
+    chance = float(((counts / counts.sum()) ** 2).sum())  # two texts drawn at random share a label
     return {**{f"top-{n}": float(np.mean(v)) for n, v in shares.items()},
-            "chance": float(((counts / counts.sum()) ** 2).sum()), "labels": len(counts), "indexed": len(found.index_texts)}
+            "chance": chance, "labels": len(counts), "indexed": len(found.index_texts)}
 
 
 def main() -> None:
