@@ -14,6 +14,6 @@ from sentence_transformers import SentenceTransformerTrainer
 class Trainer(SentenceTransformerTrainer):
     """``SentenceTransformerTrainer`` whose ``_save`` writes from the process that ``args.should_save`` names."""
 
-    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         if self.args.should_save:
             super()._save(output_dir, state_dict)
