@@ -267,7 +267,7 @@ def row_settings(paper: Paper, runs: list[Run]) -> list[dict[str, Any]]:
     what the run's recipe (with the command line's overrides) holds differently from the table."""
     out = []
     for row in dict.fromkeys(run.row for run in runs):
-        recipe = next((run.recipe for run in runs if run.row == row and run.recipe is not None), None)
+        recipe = next((run.recipe for run in runs if run.row == row and run.trained), None)
         values = resolved(row, recipe)
         overridden = [str(finding) for finding in paper_settings.check(paper.name, row.name, values)]
         settings = paper_settings.settings(paper.name, row.name)
@@ -303,7 +303,7 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
     out = [f"{paper.title}", "", f"{len(runs)} runs:"]
     for run in runs:
         state = "done" if run.done else ("partial, resumes" if run.started else "to run")
-        if run.recipe is not None:
+        if run.trained:
             what = f"recipe {run.row.recipe} seed {run.seed}" + (f" + {' '.join(run.row.overrides)}" if run.row.overrides else "")
             what += "".join(f"; {suite} evaluated through {pooler}" for suite, pooler in run.row.eval_poolers)
             what += "".join(f"; {suite} evaluated after training, every metric" for suite in run.row.all_metrics)

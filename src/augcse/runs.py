@@ -102,9 +102,14 @@ class Run:
     tasks: str | None = None  # evaluation tasks when not the row's protocol (--tasks)
 
     @property
+    def trained(self) -> bool:
+        """Whether this run trains (its row's recipe); a starting-model or evaluation row's run does not."""
+        return self.row.trained
+
+    @property
     def extra_evaluations(self) -> list[Evaluation]:
         """The suites a trained run is evaluated on apart from training's own evaluation, after it."""
-        if self.recipe is None or self.tasks is not None:
+        if not self.trained or self.tasks is not None:
             return []
         final = str(self.run_dir / "final")
         return [*(Evaluation(final, pooler, self.row.tasks_of((suite,)), self.run_dir / f"eval-{pooler}.json")
@@ -192,7 +197,7 @@ def torchrun_command(run: Run, nproc: int, data_dir: str | None, resume: bool, r
 
 def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
     """Train (or resume) or evaluate one run; False when it was stopped (Ctrl-C) before finishing."""
-    if run.recipe is None:
+    if not run.trained:
         _evaluate_model(run, data_dir)
         return True
     if not (run.run_dir / "summary.json").is_file() and not _train(run, data_dir, nproc):
@@ -267,7 +272,7 @@ def _evaluate_model(run: Run, data_dir: str | None) -> None:
 def _pace(runs: Sequence[Run]) -> str:
     """How many runs are left and what the finished trained ones took, so a long table's end can be judged."""
     left = sum(not run.done for run in runs)
-    seconds = [run.seconds() for run in runs if run.done and run.recipe is not None]
+    seconds = [run.seconds() for run in runs if run.done and run.trained]
     pace = (f"; {len(seconds)} trained run{'s' if len(seconds) > 1 else ''} finished, "
             f"{sum(seconds) / len(seconds) / 60:.1f} min each") if seconds else ""
     return f" ({left} left{pace})"

@@ -197,7 +197,7 @@ def curve_points(run: Run) -> dict[int, dict[str, float]]:
     (``eval.json``); a starting-model run is step 0."""
     from augcse.budgets import read_curve
 
-    if run.recipe is None:
+    if not run.trained:
         return {0: run.scores()}
     points = read_curve(run.run_dir)
     points[int(run.summary().get("global_step", max(points, default=0)))] = run.scores()
@@ -219,7 +219,7 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
     tasks = list(dict.fromkeys(task for run in finished for task in run.scores()))
     named = [task for task in tasks if not is_average(task)]
     tasks = named if len(named) == 1 else tasks  # an average of one task only repeats it
-    start = next((run.scores() for run in finished if run.recipe is None), {})
+    start = next((run.scores() for run in finished if not run.trained), {})
     out: dict[str, Any] = {"tasks": tasks, "rows": {}}
     for row in rows:
         own = [run for run in finished if run.row.name == row]
@@ -234,7 +234,7 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
                  for task in tasks}
         out["rows"][row] = {"final": final, "curve": curve}
     out["pending"] = [str(run.run_dir) for run in runs if not run.done]
-    seconds = [run.seconds() for run in finished if run.recipe is not None]
+    seconds = [run.seconds() for run in finished if run.trained]
     out["time"] = {"runs": len(seconds), "seconds": sum(seconds)}
     return out
 
@@ -305,7 +305,7 @@ def build_document(grid: Grid, by_set: dict[str, list[Run]], folder: Path):
 
 def describe(grid: Grid, by_set: dict[str, list[Run]]) -> str:
     runs = [run for runs in by_set.values() for run in runs]
-    trained = sum(run.recipe is not None for run in runs)
+    trained = sum(run.trained for run in runs)
     out = [grid.title, "", f"{len(runs)} runs ({trained} trained, {len(runs) - trained} evaluated as they are)"
            + (f"; every trained run scored at steps {', '.join(map(str, grid.budgets))} and at its end" if grid.budgets
               else "") + ":"]
@@ -315,7 +315,7 @@ def describe(grid: Grid, by_set: dict[str, list[Run]]) -> str:
         out.append(f"  set {name or grid.name}: tasks {item.tasks}")
         for run in by_set[name]:
             state = "done" if run.done else ("partial, resumes" if run.started else "to run")
-            if run.recipe is not None:
+            if run.trained:
                 own = run.row.overrides[len(grid.overrides):]  # the grid-wide ones are listed above
                 what = f"recipe {run.row.recipe} seed {run.seed}" + (f" + {' '.join(own)}" if own else "")
             else:
