@@ -12,14 +12,13 @@ share of them with the anchor's label, against the share for a random pair of te
 from __future__ import annotations
 
 import argparse
-import csv
 import tempfile
 from collections import Counter
 
 import numpy as np
 
 from augcse import load_model
-from augcse.assets import resolve_data
+from augcse.evaluation.clustering import read_labelled_csv
 from augcse.retrieval import build_neighbours, normalise
 
 
@@ -55,9 +54,8 @@ def main() -> None:
     print("| set | intents | texts indexed | same label, top-8 | same label, top-%d | chance |" % args.k)
     print("|---|---:|---:|---:|---:|---:|")
     for name in args.sets:
-        with open(resolve_data(f"{name}/train.csv", args.data_dir, download=False), newline="") as handle:
-            rows = [r for r in csv.DictReader(handle) if r["text"] and r["label"]]
-        s = label_shares([r["text"] for r in rows], [r["label"] for r in rows], model, args.k, (8, args.k))
+        texts, labels, names = read_labelled_csv(f"{name}/train.csv", args.data_dir)
+        s = label_shares(texts, [names[i] for i in labels], model, args.k, (8, args.k))
         print(f"| {name} | {s['labels']} | {s['indexed']} | {s['top-8']:.3f} | {s[f'top-{args.k}']:.3f} | "
               f"{s['chance']:.3f} |")
 
