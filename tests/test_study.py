@@ -174,6 +174,19 @@ def test_a_table_says_how_many_runs_a_set_without_a_finished_run_has_to_run(tmp_
     assert not [p for p in folder.iterdir() if p.is_dir()]  # nothing was run
 
 
+def test_a_run_is_trained_exactly_when_its_row_has_a_recipe(tmp_path):
+    """``Run.trained`` comes from the row; a run whose recipe disagrees with its row is refused when built."""
+    from augcse.runs import Evaluate, Row, Run
+
+    trained, start = Row("simcse", (), recipe="simcse-minilm"), Row("start", (), evaluate=Evaluate("m", None))
+    assert not Run(start, None, tmp_path / "start", model="m").trained
+    assert Run(trained, 1, tmp_path / "simcse-s1", recipe=SimpleNamespace()).trained
+    with pytest.raises(ValueError, match="needs its recipe"):
+        Run(trained, 1, tmp_path / "simcse-s1")  # a trained row without its recipe
+    with pytest.raises(ValueError, match="needs its recipe"):
+        Run(start, None, tmp_path / "start", recipe=SimpleNamespace())  # an evaluation row with one
+
+
 def test_compare_recipe_differences_print_a_dash_not_an_escape():
     """A key one group lacks is a dash in both the Markdown and the HTML of ``augcse compare``."""
     from augcse.report.compare import Group, recipe_differences

@@ -101,6 +101,10 @@ class Run:
     model: str | None = None  # evaluated model (evaluation rows)
     tasks: str | None = None  # evaluation tasks when not the row's protocol (--tasks)
 
+    def __post_init__(self) -> None:
+        if self.trained != (self.recipe is not None):
+            raise ValueError(f"{self.run_dir}: a trained row's run needs its recipe, an evaluation row's run none")
+
     @property
     def trained(self) -> bool:
         """Whether this run trains (its row's recipe); a starting-model or evaluation row's run does not."""
