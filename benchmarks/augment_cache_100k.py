@@ -14,8 +14,8 @@ import json
 import time
 from pathlib import Path
 
-from augcse import augment
-from augcse.augment.cache import format_stats, load_stats
+from augcse.text import augment
+from augcse.text.augment.cache import format_stats, load_stats
 
 
 def corpus(data_dir: Path, n: int) -> list[str]:

@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     exe = shutil.which("augcse")
-    base = [exe] if exe else [sys.executable, "-m", "augcse.cli"]
+    base = [exe] if exe else [sys.executable, "-m", "augcse"]
     print("| command | median | min | max |\n|---|---:|---:|---:|")
     for argv in (*COMMANDS, *REFUSALS):
         times = []

@@ -18,10 +18,10 @@ import json
 
 import torch
 
-from augcse.assets import resolve_data, resolve_model
-from augcse.corpus import read_corpus
+from augcse.assets.resolve import resolve_data, resolve_model
+from augcse.text.corpus import read_corpus
 from augcse.losses.vascl import nearest_neighbours
-from augcse.modules import build_sentence_transformer
+from augcse.models.poolers import build_sentence_transformer
 
 
 def scale(embeddings: torch.Tensor, batch: int, topk: int) -> dict[str, float]:

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
-from augcse.assets import resolve_model
-from augcse.augment.base import get
+from augcse.assets.resolve import resolve_model
+from augcse.text.augment.base import get
 from augcse.evaluation.analysis import pair_similarity
 from augcse.evaluation.geometry import GeometryTask, has_gudhi, isomorphism
 from augcse.report.plots import embedding_projection

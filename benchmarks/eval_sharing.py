@@ -44,7 +44,7 @@ def main() -> None:
         import torch
         from sentence_transformers import SentenceTransformer
 
-        from augcse.assets import resolve_model
+        from augcse.assets.resolve import resolve_model
 
         if args.threads:
             torch.set_num_threads(args.threads)

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from sentence_transformers import SentenceTransformer
 
-from augcse.assets import resolve_model
+from augcse.assets.resolve import resolve_model
 from augcse.evaluation.encoding import EmbeddingCache
 from augcse.evaluation.suite import main_scores, run_tasks
 from augcse.evaluation.tasks import TASKS

@@ -19,7 +19,7 @@ HEAVY = ("torch", "spacy", "transformers", "sentence_transformers", "datasets", 
 PROBE = """
 import json, sys, time
 start = time.perf_counter()
-from augcse.recipes.config import load_recipe
+from augcse.training.recipes.config import load_recipe
 load_recipe(None, sys.argv[1], [])
 print(json.dumps({"seconds": time.perf_counter() - start,
                   "heavy": [m for m in %r if m in sys.modules]}))

@@ -3,7 +3,7 @@
 CARDS draws each anchor's negative uniformly from its top-k neighbours in the corpus (own text excluded,
 ``R_uniform``, k = 64). On an intent set whose training texts are the corpus, a neighbour with the anchor's
 intent is a false negative: the loss pushes apart what the task wants together. This mines the same
-neighbours as the CARDS view (:func:`augcse.retrieval.build_neighbours`, the starting model) and prints the
+neighbours as the CARDS view (:func:`augcse.text.retrieval.build_neighbours`, the starting model) and prints the
 share of them with the anchor's label, against the share for a random pair of texts (chance).
 
     python benchmarks/retrieved_negatives.py --data-dir ../shared/data --sets intent/snips intent/hwu64
@@ -19,7 +19,7 @@ import numpy as np
 
 from augcse import load_model
 from augcse.evaluation.clustering import read_labelled_csv
-from augcse.retrieval import build_neighbours, normalise
+from augcse.text.retrieval import build_neighbours, normalise
 
 
 def label_shares(texts: list[str], labels: list[str], model, k: int, tops: tuple[int, ...]) -> dict[str, float]:

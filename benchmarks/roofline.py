@@ -34,10 +34,10 @@ from pathlib import Path
 
 import torch
 
-from augcse.assets import data_dir as resolve_data_dir
-from augcse.assets import resolve_data
-from augcse.corpus import read_corpus
-from augcse.encode import load_model
+from augcse.assets.resolve import data_dir as resolve_data_dir
+from augcse.assets.resolve import resolve_data
+from augcse.text.corpus import read_corpus
+from augcse.commands.encode import load_model
 from augcse.evaluation.backends import check_backend, use_backend
 from augcse.evaluation.encoding import NATIVE_BF16_FLAGS, EmbeddingCache, cpu_flags, token_sorted
 from augcse.evaluation.tasks import get_task, load_builtin_tasks, resolve_tasks

@@ -22,8 +22,8 @@ from joblib import Parallel, delayed
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
-from augcse.assets import data_dir as resolve_data_dir
-from augcse.encode import load_model
+from augcse.assets.resolve import data_dir as resolve_data_dir
+from augcse.commands.encode import load_model
 from augcse.evaluation.clustering import N_INIT
 from augcse.evaluation.encoding import EmbeddingCache
 from augcse.evaluation.suite import run_tasks

@@ -113,7 +113,7 @@ def main() -> int:
     needed = sorted({n for _, n, _ in plan})
     root = Path(args.data_dir) if args.data_dir else None
 
-    from augcse.encode import load_model
+    from augcse.commands.encode import load_model
 
     model = load_model(args.model)
     cache_dir = args.cache + ("-bf16" if args.bf16 else "")

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
-from augcse.assets import resolve_data, resolve_model
-from augcse.corpus import read_corpus
+from augcse.assets.resolve import resolve_data, resolve_model
+from augcse.text.corpus import read_corpus
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -69,7 +69,7 @@ def augcse_trainer(sentences: list[str], batch: int, steps: int, warmup: int, lr
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
     from augcse.losses import SimCSELoss
-    from augcse.modules import build_sentence_transformer
+    from augcse.models.poolers import build_sentence_transformer
 
     torch.manual_seed(seed)
     model = build_sentence_transformer(resolve_model(MODEL), "avg", 32)

@@ -113,7 +113,7 @@ def read_only_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     folder = tmp_path / "read-only"
     mounted = mounted_tmpfs(folder, "1m", read_only=True)
     if not mounted:
-        import augcse.outputs
+        import augcse.core.outputs
 
         real = Path.write_bytes
 
@@ -122,7 +122,7 @@ def read_only_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
                 raise OSError(errno.EROFS, "Read-only file system", str(self))
             return real(self, data)
 
-        monkeypatch.setattr(augcse.outputs.Path, "write_bytes", write_bytes)
+        monkeypatch.setattr(augcse.core.outputs.Path, "write_bytes", write_bytes)
     yield folder
     if mounted:
         subprocess.run(["umount", str(folder)], check=False, capture_output=True)

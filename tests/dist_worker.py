@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from augcse.losses import AugCSELoss, CARDSLoss, CompositeLoss, SDALoss, SimCSELoss, VaSCLLoss
-from augcse.modules import build_sentence_transformer
+from augcse.models.poolers import build_sentence_transformer
 
 SENTENCES = [
     "a man is playing a guitar .", "a woman is slicing an onion .", "the stock market fell sharply today .",
@@ -179,8 +179,8 @@ def main(model_dir: str, out: str, train_args: list[str]) -> int:
     if not train_args:
         dist.destroy_process_group()
         return 0
-    import augcse.train as training
-    from augcse.cli import main as cli
+    import augcse.training.run as training
+    from augcse.commands.main import main as cli
 
     built = []
     build_loss = training.build_loss

@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from augcse.recipes.config import load_recipe
+from augcse.training.recipes.config import load_recipe
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "ABLATIONS.md"
 TAU = 0.05
@@ -276,7 +276,7 @@ def workspace(tmp_path_factory) -> dict:
 def model_for(workspace: dict, pooler: str, tiny_model_dir: Path):
     """The tiny model, shared by the rows; mean pooling for all (a random tiny model's CLS vectors are nearly
     equal for every sentence, which would hide a column read in the wrong role)."""
-    from augcse.modules import build_sentence_transformer
+    from augcse.models.poolers import build_sentence_transformer
 
     if pooler not in workspace["models"]:
         torch.manual_seed(0)
@@ -286,7 +286,7 @@ def model_for(workspace: dict, pooler: str, tiny_model_dir: Path):
 
 def offline_overrides(recipe: str, overrides: list[str], root: Path) -> list[str]:
     """Run the row here: the NLI stand-in, one process per view, the sets without their LM-based rewrites."""
-    from augcse.recipes.config import RECIPE_DIR
+    from augcse.training.recipes.config import RECIPE_DIR
     import yaml
 
     views = yaml.safe_load((RECIPE_DIR / f"{recipe}.yaml").read_text())["data"].get("views") or []
@@ -327,8 +327,8 @@ def train_two_steps(model, loss, dataset) -> None:
 @pytest.mark.parametrize("row", list(ROWS))
 def test_row_trains_the_objective_it_names(row, workspace, tiny_model_dir):
     from augcse.losses import bind_dataset
-    from augcse.train import build_loss
-    from augcse.views import ViewContext, build_views
+    from augcse.training.run import build_loss
+    from augcse.text.views import ViewContext, build_views
     from datasets import Dataset
 
     recipe_name, overrides, obj = ROWS[row]

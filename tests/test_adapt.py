@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from augcse.recipes.config import RECIPE_DIR, RecipeError, load_recipe
+from augcse.training.recipes.config import RECIPE_DIR, RecipeError, load_recipe
 
 ADAPT = sorted(p.stem for p in RECIPE_DIR.glob("adapt-*.yaml"))
 CLASSES, PER_CLASS = 3, 30  # classes kept per data set; rows per class kept in the clustering sets
@@ -93,7 +93,7 @@ def test_every_domain_has_an_adapt_recipe():
 @pytest.mark.parametrize("name", ADAPT)
 def test_adapt_recipe_trains_on_texts_only_and_evaluates(name, tiny_model_dir, mini_data, tmp_path, quick_intent,
                                                           training_sets):
-    from augcse.train import run
+    from augcse.training.run import run
 
     recipe = tiny(name, tiny_model_dir, tmp_path)
     run(recipe, mini_data)
@@ -111,7 +111,7 @@ def test_labels_do_not_change_the_trained_model(tiny_model_dir, mini_data, tmp_p
     """The same texts with other labels give the same model, weight for weight."""
     from sentence_transformers import SentenceTransformer
 
-    from augcse.train import run
+    from augcse.training.run import run
 
     rows = _rows(mini_data / "intent" / "hwu64" / "train.csv")
     relabelled = tmp_path / "relabelled.csv"
@@ -129,7 +129,7 @@ def test_labels_do_not_change_the_trained_model(tiny_model_dir, mini_data, tmp_p
 def test_a_users_text_column_is_read_alone(tmp_path, suffix):
     from datasets import Dataset
 
-    from augcse.corpus import read_corpus
+    from augcse.text.corpus import read_corpus
 
     texts = ["my card was declined", "how do I reset my PIN", "transfer failed again"]
     table = Dataset.from_dict({"id": [1, 2, 3], "body": texts, "label": ["card", "pin", "transfer"]})
@@ -147,7 +147,7 @@ def test_sentence_transformers_peers_train_from_a_recipe_by_name(loss, tiny_mode
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer import losses as st_losses
 
-    from augcse.train import build_loss, build_model, run
+    from augcse.training.run import build_loss, build_model, run
 
     recipe = tiny("adapt-tweet", tiny_model_dir, tmp_path, *PEERS[loss], "eval.after=null")
     peer = build_loss(recipe, build_model(recipe)).peer
@@ -166,7 +166,7 @@ def test_sentence_transformers_peers_train_from_a_recipe_by_name(loss, tiny_mode
 def test_tsdae_noise_deletes_words_reproducibly():
     from datasets import Dataset
 
-    from augcse.views import ViewContext, build_views
+    from augcse.text.views import ViewContext, build_views
 
     text = ["the quick brown fox jumps over the lazy dog near the river bank today"] * 8
     build = lambda seed: build_views(Dataset.from_dict({"text": text}), [{"name": "tsdae_noise"}],  # noqa: E731
@@ -194,7 +194,7 @@ def test_bad_peer_settings_are_refused_at_load(overrides, message):
 
 
 def test_a_wrong_text_column_is_named(tmp_path):
-    from augcse.corpus import read_corpus
+    from augcse.text.corpus import read_corpus
 
     path = tmp_path / "tickets.jsonl"
     path.write_text('{"body": "my card was declined", "label": "card"}\n{"body": "reset my PIN", "label": "pin"}\n')

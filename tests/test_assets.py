@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from augcse import assets, download
+from augcse.assets import download, resolve as assets
 
 
 def test_packaged_model_and_explicit_folder(minilm_path, tiny_model_dir):
@@ -71,7 +71,7 @@ def test_embedded_default_is_small_and_real():
 
 
 def test_assets_command_lists_everything(capsys, data_dir):
-    from augcse.cli import main
+    from augcse.commands.main import main
 
     assert main(["assets", "--data-dir", str(data_dir)]) == 0
     out = capsys.readouterr().out

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from augcse import augment
-from augcse.augment import lexicon
-from augcse.augment.base import Meaning
+from augcse.text import augment
+from augcse.text.augment import lexicon
+from augcse.text.augment.base import Meaning
 
 # Paper examples (AugCSE App. A.2, SDA Table 1, CARDS Table 2) and real Wikipedia sentences.
 PAPER = [
@@ -84,7 +84,7 @@ def test_sets():
     assert {"Casual2Formal", "DiverseParaphrase"} <= set(sets["8-aug"])
     assert sets["sda"] == ["PunctuationInsertion", "ModalVerbs", "DoubleNegation"]
     offline = sets["all-rule-based"]
-    assert offline == augment.rule_based(), "augcse.augmentation_sets: all-rule-based differs from the registry"
+    assert offline == augment.rule_based(), "augcse.core.augmentation_sets: all-rule-based differs from the registry"
     assert {n for members in sets.values() for n in members} <= set(augment.REGISTRY)
     assert "DiverseParaphrase" not in offline and "RandomContextualWordAugmentation" not in offline
     assert len(offline) >= 25 and "SwitchCase" in offline and "Negation" in offline
@@ -431,7 +431,7 @@ def test_wordnet_substitutions_do_not_depend_on_the_hash_seed(tmp_path):
     import sys
 
     code = (
-        "import json; from augcse.augment import augment_batch; "
+        "import json; from augcse.text.augment import augment_batch; "
         "s=['The dog chased the car across the street.','A teacher gave the students a book about birds.',"
         "'The building has a large window and a wooden door.']; "
         "print(json.dumps(augment_batch(['ReplaceHypernyms','ReplaceHyponyms'], s, seed=3)))"

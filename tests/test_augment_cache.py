@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from augcse import augment
-from augcse.augment.cache import cache_key, edit_size, format_stats, load_stats
+from augcse.text import augment
+from augcse.text.augment.cache import cache_key, edit_size, format_stats, load_stats
 
 NAMES = ["Negation", "RandomSwap", "ContractionExpansions"]
 
@@ -67,7 +67,7 @@ def test_partial_cache_is_never_read(tmp_path, wiki):
 
 
 def test_raising_augmentation_stops_the_build_unless_errors_are_allowed(tmp_path, wiki):
-    from augcse.augment.cache import AugmentationFailed
+    from augcse.text.augment.cache import AugmentationFailed
 
     @augment.register
     class FailsOnDigits(augment.Augmentation):
@@ -108,7 +108,7 @@ def test_edit_size():
 # --------------------------------------------------------------------------- CLI
 
 def test_cli_list_and_preview(capsys):
-    from augcse.cli import main
+    from augcse.commands.main import main
 
     assert main(["augment", "--list"]) == 0
     listing = capsys.readouterr().out
@@ -123,7 +123,7 @@ def test_cli_list_and_preview(capsys):
 
 
 def test_cli_builds_a_cache(tmp_path, data_dir, capsys):
-    from augcse.cli import main
+    from augcse.commands.main import main
 
     corpus = data_dir / "corpus/wiki1m_for_simcse.first11914.txt"
     out = tmp_path / "cache"
@@ -139,7 +139,7 @@ def test_cli_builds_a_cache(tmp_path, data_dir, capsys):
 # --------------------------------------------------------------------------- quality signals
 
 def test_similarity_and_pll(tiny_st, tiny_mlm_dir):
-    from augcse.augment import quality
+    from augcse.text.augment import quality
 
     sims = quality.similarity(["He travelled widely in Europe.", "A cat."],
                               ["He travelled widely in Europe.", "Stock markets fell sharply."], tiny_st)
@@ -158,7 +158,7 @@ def test_causal_ll_with_tiny_gpt2(tmp_path, minilm_path):
     import torch
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
-    from augcse.augment import quality
+    from augcse.text.augment import quality
 
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(minilm_path)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from augcse.cli import main
+from augcse.commands.main import main
 
 HEAVY = ("torch", "spacy", "transformers", "datasets", "nltk")
 
@@ -60,7 +60,7 @@ def test_empty_corpus_is_refused_and_no_manifest_is_written(tmp_path, capsys):
 
 
 def test_library_refuses_an_empty_corpus(tmp_path):
-    from augcse import augment
+    from augcse.text import augment
 
     with pytest.raises(ValueError, match="empty"):
         augment.build_cache([], ["RandomSwap"], tmp_path / "c", progress=False)
@@ -79,7 +79,7 @@ def test_other_inputs_in_out_name_the_overwrite_option(corpus, tmp_path, capsys)
 
 
 def test_names_and_params_are_found_in_any_case(corpus, tmp_path, capsys):
-    from augcse import augment
+    from augcse.text import augment
 
     out = tmp_path / "cache"
     assert main(["augment", "--corpus", str(corpus), "--out", str(out), "--augs", "randomswap,SDA",
@@ -99,7 +99,7 @@ def test_help_describes_every_option(capsys):
     assert "sharded, resumable Arrow cache" in text and "examples:" in text
     import argparse
 
-    from augcse.augment import cli
+    from augcse.commands import augment as cli
 
     parser = argparse.ArgumentParser()
     cli.add_commands(parser.add_subparsers())
@@ -109,7 +109,7 @@ def test_help_describes_every_option(capsys):
 
 
 def test_augment_cli_module_imports_nothing_heavy():
-    code = ("import sys, augcse.augment.cli; "
+    code = ("import sys, augcse.commands.augment; "
             f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"imported at module level: {out}"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from augcse import augment
-from augcse.augment.cache import load_stats
+from augcse.text import augment
+from augcse.text.augment.cache import load_stats
 
 AUGS = "RandomSwap,ContractionExpansions,WordRepetition,SwitchCase"
 N_SENTENCES, SHARD_SIZE = 48, 2
@@ -29,7 +29,7 @@ N_SENTENCES, SHARD_SIZE = 48, 2
 # imports, so that each restart costs only the augmentation library's start-up.
 DRIVER = textwrap.dedent("""
     import argparse, sys
-    from augcse.augment import cli
+    from augcse.commands import augment as cli
 
     parser = argparse.ArgumentParser(prog="augcse")
     cli.add_commands(parser.add_subparsers(dest="command"))
@@ -103,7 +103,7 @@ def without_wordnet(tmp_path: Path) -> dict:
 
 
 def augcse(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "augcse.cli", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "augcse", *args], env=env, capture_output=True, text=True,
                           timeout=600)
 
 
@@ -155,7 +155,7 @@ def test_training_a_view_that_needs_wordnet_without_it_is_one_line(tmp_path, tin
 def test_a_missing_network_is_found_out_once_and_named(monkeypatch):
     import socket
 
-    from augcse.augment import model_based
+    from augcse.text.augment import model_based
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)

@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from augcse import augment
-from augcse.augment.lexicon import geonames
-from augcse.augment.numbers import spell_numbers
+from augcse.text import augment
+from augcse.text.augment.lexicon import geonames
+from augcse.text.augment.numbers import spell_numbers
 
 
 def apply(name, sentences, seed=0):

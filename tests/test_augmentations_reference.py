@@ -1,14 +1,23 @@
-"""docs/AUGMENTATIONS.md is what ``python -m augcse.augment.reference`` generates from the registry."""
+"""docs/AUGMENTATIONS.md is what ``python -m augcse.text.augment.reference`` generates from the registry."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from augcse import augment
-from augcse.augment import reference
+import pytest
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "AUGMENTATIONS.md"
+from augcse.text import augment
+from augcse.text.augment import reference
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "AUGMENTATIONS.md"
+
+
+@pytest.fixture(autouse=True)
+def _from_the_repository_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rates come from the measured record under docs/records/, which the generator reads from the root."""
+    monkeypatch.chdir(ROOT)
 
 
 def test_augmentations_md_is_up_to_date() -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from augcse.cli import main
+from augcse.commands.main import main
 from augcse.evaluation import backends, encoding
 from augcse.evaluation.backends import check_backend, use_backend
 
@@ -24,7 +24,7 @@ def _min_cosine(a: np.ndarray, b: np.ndarray) -> float:
 @pytest.mark.parametrize("backend", ["onnx", "openvino"])
 @pytest.mark.parametrize("pooler", ["avg", "avg_first_last"])  # last layer only / every layer exported
 def test_backend_embeddings_equal_torch_float32(backend, pooler, tiny_model_dir, tmp_path) -> None:
-    from augcse.modules import build_sentence_transformer
+    from augcse.models.poolers import build_sentence_transformer
 
     model = build_sentence_transformer(str(tiny_model_dir), pooler, 32).eval()
     expected = model.encode(SENTENCES, batch_size=3)  # batches of different lengths, padded rows
@@ -38,7 +38,7 @@ def test_backend_embeddings_equal_torch_float32(backend, pooler, tiny_model_dir,
 
 def test_export_is_cached_per_model(tiny_model_dir, tmp_path, monkeypatch) -> None:
     from augcse.evaluation import onnx_encoder
-    from augcse.modules import build_sentence_transformer
+    from augcse.models.poolers import build_sentence_transformer
 
     use_backend(build_sentence_transformer(str(tiny_model_dir), "avg", 32), "onnx", cache_root=tmp_path)
     (folder,) = tmp_path.iterdir()
@@ -81,9 +81,9 @@ def test_unknown_or_missing_backend_is_one_clear_error(monkeypatch) -> None:
     (["--backend", "onnx", "--bf16"], "--bf16 autocasts PyTorch and --backend onnx runs float32"),
 ])
 def test_eval_cli_refuses_before_loading(args, message, capsys, monkeypatch) -> None:
-    import augcse.models
+    import augcse.models.load
 
-    monkeypatch.setattr(augcse.models, "load_model", lambda *a, **k: pytest.fail("loaded a model"))
+    monkeypatch.setattr(augcse.models.load, "load_model", lambda *a, **k: pytest.fail("loaded a model"))
     assert main(["eval", "no-such-model", "--tasks", "STSBenchmark-dev-original", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]

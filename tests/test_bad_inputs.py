@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from augcse.cli import main
+from augcse.commands.main import main
 
 
 @pytest.fixture()
@@ -80,7 +80,7 @@ def test_bad_input_one_line_exit_2_nothing_written(bad, message, recipe, tmp_pat
     assert len(err) == 1 and err[0].startswith("augcse train: error: "), err
     assert message.replace("FILE", str(file_in_the_way)) in err[0]
     shown = " ".join(args).replace(str(file_in_the_way), "<a file>")
-    print(f"| `{shown}` | {code} | {err[0].replace(str(tmp_path), '<tmp>').replace('|', '/')} |")  # RESULTS table (-s)
+    print(f"| `{shown}` | {code} | {err[0].replace(str(tmp_path), '<tmp>').replace('|', '/')} |")  # the table of docs/FAULTS.md (-s)
     runs = tmp_path / "runs"
     assert not runs.exists() or not any(runs.rglob("*")), sorted(runs.rglob("*"))
 
@@ -91,7 +91,7 @@ def test_table_is_large_enough():
 
 def test_real_command_has_no_traceback(recipe, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([sys.executable, "-m", "augcse.cli", "train", str(recipe), "training.num_train_epochs=one"],
+    result = subprocess.run([sys.executable, "-m", "augcse", "train", str(recipe), "training.num_train_epochs=one"],
                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from augcse.cli import COMMANDS, main
+from augcse.commands.main import COMMANDS, main
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "spacy", "datasets", "matplotlib", "numpy")
 COMMAND_MODULES = sorted({entry.module for entry in COMMANDS.values()})
@@ -17,7 +17,7 @@ COMMAND_MODULES = sorted({entry.module for entry in COMMANDS.values()})
 def imported_after(argv: list[str]) -> list[str]:
     """Modules (heavy or command modules) loaded by ``augcse ARGV`` in a fresh interpreter."""
     code = (
-        "import json, sys\nfrom augcse.cli import main\n"
+        "import json, sys\nfrom augcse.commands.main import main\n"
         f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
         f"names = {list(HEAVY + tuple(COMMAND_MODULES))!r}\n"
         "print(json.dumps([n for n in names if n in sys.modules]))\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import tiny_cls_recipe
 
-from augcse.cli import COMMANDS, main
+from augcse.commands.main import COMMANDS, main
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "spacy", "datasets", "matplotlib", "numpy")
 QUICK = [["--version"], ["--help"], *([name, "--help"] for name in COMMANDS)]
@@ -43,7 +43,7 @@ def test_every_option_of_every_command_has_help(command: str) -> None:
 
 
 def test_the_top_level_options_have_help() -> None:
-    from augcse.cli import build_parser
+    from augcse.commands.main import build_parser
 
     parser = build_parser()
     assert parser.description
@@ -53,7 +53,7 @@ def test_the_top_level_options_have_help() -> None:
 
 @pytest.mark.parametrize("argv", QUICK, ids=" ".join)
 def test_help_and_version_load_nothing_heavy(argv: list[str]) -> None:
-    code = (f"import json, sys\nfrom augcse.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+    code = (f"import json, sys\nfrom augcse.commands.main import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
             f"print(json.dumps([n for n in {list(HEAVY)!r} if n in sys.modules]))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out.strip().splitlines()[-1]) == [], f"augcse {' '.join(argv)} imports heavy modules"
@@ -82,7 +82,7 @@ def test_eval_without_a_model_is_one_line(capsys: pytest.CaptureFixture) -> None
     (["loss.params.temprature=0.1"], "did you mean 'temperature'"),
 ], ids=lambda x: x[0] if isinstance(x, list) else "")
 def test_recipe_names_get_a_did_you_mean(overrides: list[str], hint: str) -> None:
-    from augcse.recipes.config import RecipeError, load_recipe
+    from augcse.training.recipes.config import RecipeError, load_recipe
 
     with pytest.raises(RecipeError, match=hint):
         load_recipe(None, "quickstart", overrides)
@@ -96,7 +96,7 @@ def test_recipe_name_gets_a_did_you_mean(capsys: pytest.CaptureFixture) -> None:
 @pytest.mark.parametrize(("name", "hint"), [("RandomSwapp", "did you mean RandomSwap"),
                                            ("8-2-augg", "did you mean 8-2-aug")])
 def test_augmentation_names_get_a_did_you_mean(name: str, hint: str) -> None:
-    from augcse.augment import resolve_names
+    from augcse.text.augment import resolve_names
 
     assert resolve_names("randomswap") == ["RandomSwap"]
     with pytest.raises(ValueError, match=hint):
@@ -110,9 +110,9 @@ def test_task_names_get_a_did_you_mean(capsys: pytest.CaptureFixture) -> None:
 
 def test_a_tiny_run_warns_of_nothing_augcse_causes(tmp_path: Path, tiny_model_dir: Path, data_dir: Path,
                                                      caplog: pytest.LogCaptureFixture) -> None:
-    from augcse.recipes.config import load_recipe
-    from augcse.recipe_reference import training_defaults
-    from augcse.train import run
+    from augcse.training.recipes.config import load_recipe
+    from augcse.training.reference import training_defaults
+    from augcse.training.run import run
 
     recipe = tiny_cls_recipe(tmp_path, tiny_model_dir, data_dir, "quiet",
                              {"dev": "STSBenchmark-dev-original", "before": None, "after": None},

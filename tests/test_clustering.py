@@ -100,7 +100,7 @@ def test_tasks_run_on_a_model(tiny_st, data_dir: Path) -> None:
 def test_a_file_with_fewer_than_two_labels_is_refused_before_the_model_loads(tmp_path, capsys, rows, found) -> None:
     """With one label every clustering is perfect (it scored 100.00): refused in one line, exit 2. The model
     named does not exist, so an error about the file proves it came first."""
-    from augcse.cli import main
+    from augcse.commands.main import main
 
     path = tmp_path / "one.csv"
     path.write_text("text,label\n" + rows)

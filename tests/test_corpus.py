@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from augcse.corpus import load_corpus, read_corpus
+from augcse.text.corpus import load_corpus, read_corpus
 
 
 def test_bad_lines_are_skipped_and_counted(tmp_path, data_dir):

@@ -23,7 +23,8 @@ EXAMPLE_HEADING = re.compile(r"^\s*Examples?:(:)?\s*$")
 def public_objects() -> dict[str, object]:
     """The documented public API: load_model, every registered loss and view, the evaluation API."""
     import augcse
-    from augcse import losses, views
+    from augcse import losses
+    from augcse.text import views
     from augcse.evaluation import suite
 
     objects: dict[str, object] = {"augcse.load_model": augcse.load_model}
@@ -33,7 +34,7 @@ def public_objects() -> dict[str, object]:
             if inspect.isclass(obj) or inspect.isfunction(obj):
                 objects[f"{module.__name__}.{name}"] = obj
     objects.update({f"augcse.losses.LOSSES[{n!r}]": f for n, f in losses.LOSSES.items()})
-    objects.update({f"augcse.views.VIEWS[{n!r}]": v.builder for n, v in views.VIEWS.items()})
+    objects.update({f"augcse.text.views.VIEWS[{n!r}]": v.builder for n, v in views.VIEWS.items()})
     for name in ("run_tasks", "main_scores", "SuiteEvaluator"):
         objects[f"augcse.evaluation.suite.{name}"] = getattr(suite, name)
     return objects
@@ -116,8 +117,8 @@ def test_no_example_loads_a_model_by_hub_name_directly() -> None:
 @pytest.fixture(scope="module")
 def tiny_loader(tiny_model_dir: Path):
     """``load_model`` answering the tiny model for the packaged model's name."""
-    from augcse.encode import load_model
-    from augcse.modules import build_sentence_transformer
+    from augcse.commands.encode import load_model
+    from augcse.models.poolers import build_sentence_transformer
 
     def load(name_or_path: str, pooler: str | None = None):
         if name_or_path == "sentence-transformers/all-MiniLM-L6-v2":
@@ -129,9 +130,9 @@ def tiny_loader(tiny_model_dir: Path):
 
 @pytest.mark.parametrize(("name", "code"), CASES, ids=[name for name, _ in CASES])
 def test_example_runs(name: str, code: str, tiny_loader, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import augcse.encode
+    import augcse.commands.encode
 
     monkeypatch.chdir(tmp_path)  # the trainer writes its default output folder here
     if name.split("#")[0] != "augcse.load_model":
-        monkeypatch.setattr(augcse.encode, "load_model", tiny_loader)
+        monkeypatch.setattr(augcse.commands.encode, "load_model", tiny_loader)
     exec(compile(code, name, "exec"), {"__name__": f"example:{name}"})

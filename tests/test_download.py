@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from augcse.cli import main
-from augcse.download import checksums, sources
+from augcse.commands.main import main
+from augcse.assets.download import checksums, sources
 
 
 def _rows(path: Path) -> list[list[str]]:

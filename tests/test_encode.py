@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from augcse.cli import main
+from augcse.commands.main import main
 
 
 def test_blank_lines_are_refused_by_number(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -39,7 +39,7 @@ def test_rows_match_lines_and_the_real_file_name_is_printed(tiny_model_dir: Path
 
 def test_a_run_folder_is_pointed_to_its_final_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """``augcse eval runs/NAME`` (not ``runs/NAME/final``) is one line naming the folder to give."""
-    from augcse.cli import main
+    from augcse.commands.main import main
 
     run = tmp_path / "runs" / "quickstart"
     (run / "final").mkdir(parents=True)
@@ -57,17 +57,17 @@ def test_another_pooler_keeps_the_published_token_maximum(minilm_path: Path, tin
     and its modules after pooling (Normalize); dropping them is said."""
     import logging
 
-    from augcse.encode import load_model
-    from augcse.modules import build_sentence_transformer
+    from augcse.commands.encode import load_model
+    from augcse.models.poolers import build_sentence_transformer
 
     # all-MiniLM-L6-v2 is published with 256 tokens; its tokenizer says 512
     rebuilt = load_model(str(minilm_path), pooler="cls")
     assert rebuilt.max_seq_length == 256 and type(rebuilt[-1]).__name__ == "Normalize"
-    with caplog.at_level(logging.INFO, logger="augcse.modules"):
+    with caplog.at_level(logging.INFO, logger="augcse.models.poolers"):
         build_sentence_transformer(str(minilm_path), "cls", max_seq_length=None, keep_after_pooling=False)
     assert "rebuilt with pooler cls without its Normalize after pooling" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="augcse.modules"):
+    with caplog.at_level(logging.INFO, logger="augcse.models.poolers"):
         plain = build_sentence_transformer(str(tiny_model_dir), "avg", max_seq_length=None)
     assert plain.max_seq_length == plain.tokenizer.model_max_length == 512  # a plain encoder: its tokenizer's
     assert "without its" not in caplog.text and len(plain) == 2  # nothing to drop, nothing added
@@ -78,7 +78,7 @@ def test_published_maximum_of_a_hub_name(monkeypatch: pytest.MonkeyPatch, tmp_pa
     import huggingface_hub
     from huggingface_hub.utils import EntryNotFoundError
 
-    from augcse.modules import published_max_seq_length
+    from augcse.models.poolers import published_max_seq_length
 
     (tmp_path / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo, name: str(tmp_path / name))
@@ -92,9 +92,9 @@ def test_published_maximum_of_a_hub_name(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 def test_faults_of_the_input_and_the_output_are_one_line_before_the_model_loads(
         tmp_path: Path, read_only_dir: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    import augcse.encode
+    import augcse.commands.encode
 
-    monkeypatch.setattr(augcse.encode, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(augcse.commands.encode, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
     text = tmp_path / "in.txt"
     text.write_text("one.\ntwo.\n")
     (tmp_path / "taken").mkdir()
@@ -161,9 +161,9 @@ def test_a_truncated_weights_file_is_one_line_for_encode_eval_and_train(tiny_mod
 def test_eval_save_to_is_checked_before_the_model_loads(tmp_path: Path, read_only_dir: Path,
                                                         capsys: pytest.CaptureFixture,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import augcse.models
+    import augcse.models.load
 
-    monkeypatch.setattr(augcse.models, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(augcse.models.load, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
     run = tmp_path / "run"
     run.mkdir()
     (run / "eval.json").write_text("[1, 2")

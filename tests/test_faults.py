@@ -20,9 +20,9 @@ import pytest
 import torch
 import yaml
 
-from augcse.recipes.config import load_recipe
+from augcse.training.recipes.config import load_recipe
 from conftest import mounted_tmpfs
-from augcse.rundir import latest_checkpoint
+from augcse.training.rundir import latest_checkpoint
 
 STEPS = 10
 
@@ -45,7 +45,7 @@ def write_recipe(tmp_path: Path, backbone: Path, data_dir: Path, out: str, **tra
 
 
 def command(recipe: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "augcse.cli", "train", str(recipe), *extra]
+    return [sys.executable, "-m", "augcse", "train", str(recipe), *extra]
 
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -73,6 +73,17 @@ def kill_at_step(recipe: Path, run: Path, step: int, extra: tuple[str, ...]) -> 
         time.sleep(0.02)
     proc.wait()
     return (run / "summary.json").is_file()
+
+
+@pytest.fixture(autouse=True)
+def same_threads_as_the_reference():
+    """The reference trains in a subprocess with one thread (``ENV``); a test that trains in this process and
+    compares bit for bit with it trains with one thread too, since a reduction's order follows the thread
+    count and so would the last bits of the weights on some CPUs."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +124,7 @@ def test_sigkill_at_random_points_then_resume_equals_uninterrupted(seed, referen
 
 def test_disk_full_is_one_line_and_the_last_checkpoint_resumes(reference, tmp_path, tiny_model_dir, data_dir,
                                                                 monkeypatch):
-    from augcse.train import RunError, run
+    from augcse.training.run import RunError, run
 
     recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, data_dir, "full"))
     real_save = torch.save
@@ -137,8 +148,8 @@ def test_disk_full_is_one_line_and_the_last_checkpoint_resumes(reference, tmp_pa
 
 
 def test_a_corpus_of_garbage_is_refused_and_skips_are_warned(tmp_path, tiny_model_dir, data_dir, caplog):
-    from augcse.recipes.config import RecipeError
-    from augcse.train import run
+    from augcse.training.recipes.config import RecipeError
+    from augcse.training.run import run
 
     recipe_path = write_recipe(tmp_path, tiny_model_dir, data_dir, "garbage")
     (tmp_path / "corpus.txt").write_bytes(b"one usable line here\n" + b"\n" * 300 + b"\xff\xfe\x00bad\n" * 200)
@@ -147,9 +158,9 @@ def test_a_corpus_of_garbage_is_refused_and_skips_are_warned(tmp_path, tiny_mode
     assert not (tmp_path / "garbage").exists() or not any((tmp_path / "garbage").rglob("*"))
     latin = "Le café était très bon, à côté de la gare.\n".encode("latin-1") * 20 + b"plain ascii line\n" * 40
     (tmp_path / "corpus.txt").write_bytes(latin)
-    from augcse.corpus import read_corpus
+    from augcse.text.corpus import read_corpus
 
-    with caplog.at_level(logging.WARNING, logger="augcse.corpus"):
+    with caplog.at_level(logging.WARNING, logger="augcse.text.corpus"):
         kept, stats = read_corpus(tmp_path / "corpus.txt")
     assert stats.skipped["undecodable"] == 20 and len(kept) == 40
     assert any(r.levelno == logging.WARNING and "undecodable 20" in r.getMessage() for r in caplog.records)
@@ -177,8 +188,8 @@ def test_two_runs_with_one_name_cannot_share_the_folder(tmp_path, tiny_model_dir
 def test_a_half_written_loss_state_is_not_left_looking_complete(reference, tmp_path, tiny_model_dir, data_dir,
                                                                 monkeypatch):
     """The save of checkpoint-6 fails on its last file, after trainer_state.json: the partial folder goes."""
-    from augcse.rundir import LOSS_STATE
-    from augcse.train import RunError, run
+    from augcse.training.rundir import LOSS_STATE
+    from augcse.training.run import RunError, run
 
     recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, data_dir, "half"))
     real_save = torch.save
@@ -208,7 +219,7 @@ def test_a_failed_final_save_leaves_no_final_and_resume_finishes(reference, tmp_
                                                                  monkeypatch):
     import transformers.modeling_utils
 
-    from augcse.train import RunError, run
+    from augcse.training.run import RunError, run
 
     recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, data_dir, "last"))
     real_save = transformers.modeling_utils.safe_save_file
@@ -268,14 +279,14 @@ def test_a_really_full_disk_is_one_line_and_resumes_after_freeing_space(small_di
 
 def test_an_unwritable_output_folder_is_refused_before_anything_loads(tmp_path, tiny_model_dir, data_dir,
                                                                       read_only_dir, monkeypatch, capsys):
-    import augcse.train
-    from augcse import cli
+    import augcse.training.run
+    from augcse.commands import main as cli
 
     recipe = write_recipe(tmp_path, tiny_model_dir, data_dir, "unused")
     values = yaml.safe_load(recipe.read_text())
     values["output_dir"] = str(read_only_dir / "runs")
     recipe.write_text(yaml.safe_dump(values))
-    monkeypatch.setattr(augcse.train, "build_model", lambda recipe: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(augcse.training.run, "build_model", lambda recipe: pytest.fail("the model was loaded"))
     assert cli.main(["train", str(recipe)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"augcse train: error: recipe key 'output_dir': {read_only_dir / 'runs'}: cannot write there "
@@ -285,26 +296,26 @@ def test_an_unwritable_output_folder_is_refused_before_anything_loads(tmp_path, 
 def test_too_little_free_space_is_warned_before_training(tmp_path, monkeypatch, caplog):
     from types import SimpleNamespace
 
-    import augcse.train
+    import augcse.training.run
 
     model = torch.nn.Linear(1024, 256)  # 1 MiB of float32 weights: a checkpoint of about 3 MiB with Adam's moments
     setup = SimpleNamespace(model=model, args=SimpleNamespace(save_total_limit=2))
     recipe = SimpleNamespace(run_dir=tmp_path / "run")
-    monkeypatch.setattr(augcse.train, "free_bytes", lambda path: 5 * 2**20)
-    with caplog.at_level(logging.WARNING, logger="augcse.train"):
-        augcse.train.warn_if_short_of_space(recipe, setup)
+    monkeypatch.setattr(augcse.training.run, "free_bytes", lambda path: 5 * 2**20)
+    with caplog.at_level(logging.WARNING, logger="augcse.training.run"):
+        augcse.training.run.warn_if_short_of_space(recipe, setup)
     assert [r.getMessage() for r in caplog.records] == [
         f"only 5 MiB free in {tmp_path / 'run'}; this run needs about 10 MiB (3 checkpoints of 3 MiB and final/): "
         "free space now, or it will stop when a save fails"]
     caplog.clear()
-    monkeypatch.setattr(augcse.train, "free_bytes", lambda path: 11 * 2**20)
-    augcse.train.warn_if_short_of_space(recipe, setup)
+    monkeypatch.setattr(augcse.training.run, "free_bytes", lambda path: 11 * 2**20)
+    augcse.training.run.warn_if_short_of_space(recipe, setup)
     assert not caplog.records
 
 
 def test_a_full_disk_while_logging_names_the_log(tmp_path, tiny_model_dir, data_dir, monkeypatch):
-    from augcse.callbacks import JsonlLogger
-    from augcse.train import RunError, run
+    from augcse.training.callbacks import JsonlLogger
+    from augcse.training.run import RunError, run
 
     recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, data_dir, "log", max_steps=4))
     real_log = JsonlLogger.on_log
@@ -321,11 +332,11 @@ def test_a_full_disk_while_logging_names_the_log(tmp_path, tiny_model_dir, data_
 
 
 def test_reproduce_into_a_read_only_folder_is_refused_before_any_run(read_only_dir, capsys, monkeypatch):
-    import augcse.reproduce
-    from augcse import cli
+    import augcse.studies.reproduce
+    from augcse.commands import main as cli
 
-    monkeypatch.setattr(augcse.reproduce, "execute", lambda *a, **k: pytest.fail("a run was started"))
-    assert cli.main(["reproduce", "simcse", "--rows", augcse.reproduce.papers()["simcse"].rows[0].name,
+    monkeypatch.setattr(augcse.studies.reproduce, "execute", lambda *a, **k: pytest.fail("a run was started"))
+    assert cli.main(["reproduce", "simcse", "--rows", augcse.studies.reproduce.papers()["simcse"].rows[0].name,
                      "--output", str(read_only_dir / "out")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"augcse reproduce: error: --output {read_only_dir / 'out'}: cannot write there (Read-only file system); "

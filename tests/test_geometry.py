@@ -85,7 +85,7 @@ def test_eval_prints_alignment_beside_uniformity(tiny_model_dir, tmp_path, capsy
     """``augcse eval --tasks Geometry``: uniformity is the score, alignment (its other half) is shown and saved."""
     import json
 
-    from augcse.cli import main
+    from augcse.commands.main import main
 
     assert main(["eval", str(tiny_model_dir), "--pooler", "avg", "--tasks", "Geometry", "--save-to", str(tmp_path)]) == 0
     out = capsys.readouterr().out

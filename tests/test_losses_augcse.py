@@ -106,7 +106,7 @@ def test_discriminator_accuracy_is_popped(tiny_st):
 def test_sample_view_labels_unchanged_as_no_augmentation(tiny_st, tmp_path):
     from datasets import Dataset
 
-    from augcse.views import ViewContext, build_views
+    from augcse.text.views import ViewContext, build_views
 
     sentences = ["I do not think it will rain .", "Paris", "The cat is on the mat .", "She was happy ."] * 2
     names = ["ContractionExpansions", "TenseTransformation"]
@@ -128,7 +128,7 @@ def test_sample_view_labels_unchanged_as_no_augmentation(tiny_st, tmp_path):
 def test_recipes_leave_symmetry_to_the_variant(recipe):
     """``variant=negative`` on a built-in recipe is Eq. 1 (one-way), not the recipe's two-way default."""
     from augcse.losses.augcse import VARIANTS
-    from augcse.recipes.config import load_recipe
+    from augcse.training.recipes.config import load_recipe
 
     negative = ["loss.params.variant=negative", "data.views[0].label_column=null"]  # Eq. 1 reads no label
     params = load_recipe(name=recipe, overrides=negative).loss.params

@@ -83,7 +83,7 @@ def test_bad_neg_block_is_refused(tiny_st):
 def test_sda_view_pairs_unchangeable_sentences_with_themselves(tiny_st, tmp_path):
     from datasets import Dataset
 
-    from augcse.views import ViewContext, build_views
+    from augcse.text.views import ViewContext, build_views
 
     sentences = ["The cat sat on the mat .", "Paris", "He can swim very well .", "It is not raining today ."]
     context = ViewContext(model=tiny_st, seed=3, cache_dir=tmp_path)

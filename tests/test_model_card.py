@@ -7,8 +7,8 @@ from pathlib import Path
 import yaml
 
 from augcse.losses import LOSSES
-from augcse.model_card import widget_examples, write_model_card
-from augcse.recipes.config import load_recipe
+from augcse.training.model_card import widget_examples, write_model_card
+from augcse.training.recipes.config import load_recipe
 
 SCORES = {"before": {"STS12": 60.0, "STSBenchmark": 70.0, "sts_avg": 65.0},
           "after": {"STS12": 66.25, "STSBenchmark": 74.5, "sts_avg": 70.375}}

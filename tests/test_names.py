@@ -1,4 +1,4 @@
-from augcse.names import suggest
+from augcse.core.names import suggest
 
 
 def test_case_and_separator_insensitive():

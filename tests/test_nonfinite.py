@@ -18,9 +18,9 @@ import pytest
 import torch
 import yaml
 
-import augcse.train
-from augcse.recipes.config import load_recipe
-from augcse.rundir import checkpoints, latest_checkpoint
+import augcse.training.run
+from augcse.training.recipes.config import load_recipe
+from augcse.training.rundir import checkpoints, latest_checkpoint
 from test_faults import write_recipe as fault_recipe
 
 STEPS = 8
@@ -33,7 +33,7 @@ def write_recipe(tmp_path: Path, backbone: Path, data_dir: Path, **training) -> 
 
 def nan_at(monkeypatch, steps: set[int]) -> None:
     """Make the loss NaN on the given training steps (1-based), through the real loss's output."""
-    real = augcse.train.build_loss
+    real = augcse.training.run.build_loss
 
     def build_loss(recipe, model):
         loss = real(recipe, model)
@@ -50,18 +50,18 @@ def nan_at(monkeypatch, steps: set[int]) -> None:
         loss.register_forward_hook(poison)
         return loss
 
-    monkeypatch.setattr(augcse.train, "build_loss", build_loss)
+    monkeypatch.setattr(augcse.training.run, "build_loss", build_loss)
 
 
 def finite(folder: Path) -> bool:
-    from augcse.guard import safetensors_finite
+    from augcse.training.guard import safetensors_finite
 
     files = list(folder.rglob("*.safetensors"))
     return bool(files) and all(safetensors_finite(f) for f in files)
 
 
 def test_nan_at_step_5_stops_in_one_line_keeping_checkpoint_4(tmp_path, tiny_model_dir, data_dir, monkeypatch):
-    from augcse.train import RunError, run
+    from augcse.training.run import RunError, run
 
     nan_at(monkeypatch, {5})
     recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, data_dir))
@@ -100,7 +100,7 @@ def test_nan_at_step_5_stops_in_one_line_keeping_checkpoint_4(tmp_path, tiny_mod
 
 
 def test_skipped_steps_leave_the_weights_untouched(tmp_path, tiny_model_dir, data_dir, monkeypatch, caplog):
-    from augcse.train import run
+    from augcse.training.run import run
 
     nan_at(monkeypatch, {3})
     path = write_recipe(tmp_path, tiny_model_dir, data_dir, max_steps=4, save_steps=1, save_total_limit=4)
@@ -120,7 +120,7 @@ def test_skipped_steps_leave_the_weights_untouched(tmp_path, tiny_model_dir, dat
 def test_a_checkpoint_with_nonfinite_weights_is_never_kept(tmp_path, tiny_model_dir, data_dir, monkeypatch):
     from safetensors.torch import load_file, save_file
 
-    from augcse.train import RunError, last_finite_checkpoint, run
+    from augcse.training.run import RunError, last_finite_checkpoint, run
 
     path = write_recipe(tmp_path, tiny_model_dir, data_dir, max_steps=4)
     recipe = load_recipe(path, overrides=["keep_checkpoints=true"])
@@ -136,9 +136,9 @@ def test_a_checkpoint_with_nonfinite_weights_is_never_kept(tmp_path, tiny_model_
     assert last_finite_checkpoint(run_dir).name == "checkpoint-4" and not spoiled.exists()
 
     # and final/ is never written from non-finite weights, even when no loss showed it
-    import augcse.guard
+    import augcse.training.guard
 
-    monkeypatch.setattr(augcse.guard, "all_finite", lambda module: False)
+    monkeypatch.setattr(augcse.training.guard, "all_finite", lambda module: False)
     with pytest.raises(RunError, match=r"^the trained weights are not finite; no final/ was written"):
         run(recipe, overwrite=True)
     assert not (run_dir / "final").exists()
@@ -147,7 +147,7 @@ def test_a_checkpoint_with_nonfinite_weights_is_never_kept(tmp_path, tiny_model_
 def test_a_diverging_cli_run_exits_1_with_one_line(tmp_path, tiny_model_dir, data_dir):
     path = write_recipe(tmp_path, tiny_model_dir, data_dir, learning_rate=1e6, max_grad_norm=0)
     env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "augcse.cli", "train", str(path)], env=env, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "augcse", "train", str(path)], env=env, capture_output=True,
                             text=True, timeout=600)
     errors = [line for line in result.stderr.splitlines() if line.startswith("augcse train: error:")]
     assert result.returncode == 1, result.stderr[-2000:]

@@ -32,14 +32,14 @@ def kinds(model) -> list[str]:
 
 
 def test_rebuild_keeps_normalize_unless_told(tiny_st_dir: Path, tiny_model_dir: Path, caplog) -> None:
-    from augcse.modules import build_sentence_transformer
+    from augcse.models.poolers import build_sentence_transformer
 
     kept = build_sentence_transformer(str(tiny_st_dir), "avg", max_seq_length=None)
     assert kinds(kept) == ["Transformer", "Pooling", "Normalize"]
     assert kept.max_seq_length == 64  # the published maximum
     np.testing.assert_allclose(np.linalg.norm(kept.encode(SENTENCES), axis=1), 1.0, atol=1e-5)
 
-    with caplog.at_level(logging.INFO, logger="augcse.modules"):
+    with caplog.at_level(logging.INFO, logger="augcse.models.poolers"):
         bare = build_sentence_transformer(str(tiny_st_dir), "cls", max_seq_length=None, keep_after_pooling=False)
     assert kinds(bare) == ["Transformer", "Pooling"]
     assert "without its Normalize after pooling (model.normalize: false)" in caplog.text
@@ -60,8 +60,8 @@ def test_quickstart_final_model_keeps_normalize(normalize: bool, expected: list[
     import yaml
     from sentence_transformers import SentenceTransformer
 
-    from augcse.recipes.config import load_recipe
-    from augcse.train import run
+    from augcse.training.recipes.config import load_recipe
+    from augcse.training.run import run
 
     recipe = load_recipe(name="quickstart", overrides=[
         f"model.backbone={tiny_st_dir}", f"model.normalize={str(normalize).lower()}",

@@ -11,8 +11,8 @@ import yaml
 from conftest import tiny_cls_recipe
 
 from augcse.losses import LOSSES
-from augcse.model_card import exact_training_losses, render_html, write_model_card
-from augcse.recipes.config import load_recipe
+from augcse.training.model_card import exact_training_losses, render_html, write_model_card
+from augcse.training.recipes.config import load_recipe
 from augcse.report.run_report import build_report, load_run, run_facts, training_summary
 
 SCORES = {"before": {"STSBenchmark": 70.0}, "after": {"STSBenchmark": 74.5}}
@@ -75,7 +75,7 @@ def test_report_facts_are_headed_by_the_run_name_and_curves_are_two_panels_a_row
 
 
 def test_card_scores_leave_out_an_average_of_one_task() -> None:
-    from augcse.model_card import score_markdown
+    from augcse.training.model_card import score_markdown
 
     table = score_markdown({"after": {"STSBenchmark-original": 80.0, "sts-original_avg": 80.0}})
     assert "STSBenchmark-original" in table and "sts-original_avg" not in table
@@ -90,7 +90,7 @@ def test_tensorboard_and_console_get_the_loss_components_unrounded(tmp_path: Pat
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from augcse.train import run
+    from augcse.training.run import run
 
     recipe = tiny_cls_recipe(tmp_path, tiny_model_dir, data_dir, "exact", {"dev": None, "before": None, "after": None},
                              {"max_steps": 3, "report_to": ["tensorboard"], "save_strategy": "no"})

@@ -8,9 +8,9 @@ import re
 import pytest
 import yaml
 
-from augcse import paper_settings
-from augcse.recipes.config import RECIPE_DIR, builtin_recipes
-from augcse.reproduce import papers, resolved
+from augcse.studies import paper_settings
+from augcse.training.recipes.config import RECIPE_DIR, builtin_recipes
+from augcse.studies.reproduce import papers, resolved
 
 ROWS = [(paper.name, row) for paper in papers().values() for row in (*paper.rows, *paper.checkpoints)]
 # what every trained row's table must cover: the hyper-parameters the issue lists
@@ -91,7 +91,7 @@ def test_lookup_reads_nested_keys_and_list_items():
 @pytest.mark.parametrize("name", builtin_recipes())
 def test_recipe_description_ends_its_sentence(name):
     """The recipe reference shows each recipe's first sentence: it is never cut at an abbreviation."""
-    from augcse.recipe_reference import recipes_section
+    from augcse.training.reference import recipes_section
 
     (line,) = [line for line in recipes_section() if line.startswith(f"| `{name}` |")]
     description = line.rstrip(" |").rsplit(" | ", 1)[-1]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from augcse.published import (CLUSTERING_TASKS, INTENT_TASKS, STS_TASKS, TRANSFER_TASKS, Reported, published,
+from augcse.studies.published import (CLUSTERING_TASKS, INTENT_TASKS, STS_TASKS, TRANSFER_TASKS, Reported, published,
                               published_table)
 
 SHOTS = {shots: tuple(f"{task}/{shots}shot" for task in INTENT_TASKS) for shots in (5, 20)}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from augcse.recipes.config import RECIPE_DIR, load_recipe
+from augcse.training.recipes.config import RECIPE_DIR, load_recipe
 
 METHOD_RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")
                         if p.stem.split("-")[0] in {"augcse", "sda", "vascl", "cards", "composite"}
@@ -46,7 +46,7 @@ def test_recipe_validates(name, tmp_path):
 
 @pytest.mark.parametrize("name", ALL_RECIPES)
 def test_recipe_trains_on_tiny_model(name, tiny_model_dir, tmp_path):
-    from augcse.train import run
+    from augcse.training.run import run
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")

@@ -1,4 +1,4 @@
-"""docs/RECIPES.md is what ``python -m augcse.recipe_reference`` generates from the code, and covers it all."""
+"""docs/RECIPES.md is what ``python -m augcse.training.reference`` generates from the code, and covers it all."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from augcse import recipe_reference as reference
-from augcse.recipes.config import DataConfig, EvalConfig, LossConfig, ModelConfig, Recipe
+from augcse.training import reference
+from augcse.training.recipes.config import DataConfig, EvalConfig, LossConfig, ModelConfig, Recipe
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "RECIPES.md"
 
@@ -24,7 +24,7 @@ def test_recipes_md_is_up_to_date(generated: str) -> None:
 
 @pytest.mark.parametrize("cls", [Recipe, ModelConfig, DataConfig, LossConfig, EvalConfig])
 def test_every_recipe_key_says_what_it_means(cls: type) -> None:
-    from augcse.recipes.config import RecipeSection
+    from augcse.training.recipes.config import RecipeSection
 
     comments = reference.field_comments(cls)
     undocumented = [name for name, f in cls.model_fields.items() if not comments.get(name)
@@ -35,9 +35,9 @@ def test_every_recipe_key_says_what_it_means(cls: type) -> None:
 def test_every_registered_name_is_in_the_reference(generated: str) -> None:
     from augcse.evaluation.tasks import TASKS, load_builtin_tasks
     from augcse.losses import LOSSES
-    from augcse.modules import POOLERS
-    from augcse.recipes.config import builtin_recipes
-    from augcse.views import VIEWS
+    from augcse.models.poolers import POOLERS
+    from augcse.training.recipes.config import builtin_recipes
+    from augcse.text.views import VIEWS
 
     load_builtin_tasks()
     headings = set(generated.splitlines())
@@ -48,10 +48,10 @@ def test_every_registered_name_is_in_the_reference(generated: str) -> None:
 
 
 def test_a_newly_registered_loss_and_view_appear_with_their_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
-    from augcse.loss_parameters import SimCSEParameters
+    from augcse.core.loss_parameters import SimCSEParameters
     from augcse.losses import LOSSES, SimCSELoss
-    from augcse.views import VIEWS
-    from augcse.views.base import View
+    from augcse.text.views import VIEWS
+    from augcse.text.views.base import View
 
     class ToyParameters(SimCSEParameters):
         margin: float = 0.25
@@ -104,7 +104,7 @@ def test_the_reference_does_not_depend_on_import_order() -> None:
 
     def generated_after(modules: str) -> str:
         code = (f"import importlib\nfor m in {modules.split()!r}: importlib.import_module('augcse.evaluation.' + m)\n"
-                "from augcse import recipe_reference as reference\nprint(reference.reference(), end='')")
+                "from augcse.training import reference\nprint(reference.reference(), end='')")
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
 
     assert generated_after("geometry intent clustering transfer sts") == generated_after("sts transfer")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import yaml
 
-from augcse.cli import main
+from augcse.commands.main import main
 from augcse.report.compare import build_comparison, group_key, group_runs
-from augcse.report.document import Document, Image, Table
+from augcse.core.document import Document, Image, Table
 from augcse.report.plots import (
     analysis_scatter,
     confusion_matrix_plot,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from augcse.cli import main
-from augcse.published import published
-from augcse.reproduce import papers, plan, torchrun_command
+from augcse.commands.main import main
+from augcse.studies.published import published
+from augcse.studies.reproduce import papers, plan, torchrun_command
 
 SENTENCES = [f"sentence number {i} is about {w} and more {w}s" for i, w in
              enumerate(["cats", "dogs", "rain", "music", "trains", "bread", "rivers", "stars"] * 4)]
@@ -58,7 +58,7 @@ def test_several_processes_go_through_torchrun(tmp_path):
     run = plan(paper, [paper.rows[0]], [7], tmp_path, [])[0]
     command = torchrun_command(run, 4, "/data", resume=True)
     assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"]
-    assert command[5:7] == ["-m", "augcse.train"] and command[-3:] == ["--data-dir", "/data", "--resume"]
+    assert command[5:8] == ["-m", "augcse", "train"] and command[-3:] == ["--data-dir", "/data", "--resume"]
     assert run.recipe.seed == 7 and run.recipe.name == "bert-base-s7"
 
 
@@ -74,7 +74,7 @@ def test_interrupted_reproduction_resumes_and_reports_the_runs_own_scores(tiny_m
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "augcse.cli", "reproduce", "simcse",
+    command = [sys.executable, "-m", "augcse", "reproduce", "simcse",
                f"model.backbone={tiny_model_dir}", f"data.corpus={corpus}", "data.limit=8", "eval.dev=null",
                "training.per_device_train_batch_size=4", "training.max_steps=1",
                "--rows", "bert-base,roberta-base", "--seeds", "1,2", "--output", str(out), "--data-dir", str(data_dir),
@@ -140,7 +140,7 @@ def test_augcse_transfer_rows_are_the_table_11_setting_selected_on_transfer_dev(
     selected on the mean transfer devacc, held to the transfer columns only."""
     from augcse.evaluation.suite import selection_metrics
     from augcse.evaluation.tasks import resolve_tasks
-    from augcse.reproduce import table_lines
+    from augcse.studies.reproduce import table_lines
 
     rows = {row.name: row for row in papers()["augcse"].rows}
     table_11 = {"bert-base-transfer": (1e-4, 2e-5), "roberta-base-transfer": (1e-2, 7e-6)}
@@ -168,7 +168,7 @@ def _fabricate(run, scores: dict[str, float]) -> None:
 def test_max_of_seeds_row_takes_every_task_from_one_run(tmp_path):
     """AugCSE's main figures are the best of five seeds: ours is the one run with the best STS average,
     every task from it, even where another seed scored higher on that task alone."""
-    from augcse.reproduce import build_document, table_lines
+    from augcse.studies.reproduce import build_document, table_lines
 
     paper = papers()["augcse"]
     row = next(r for r in paper.rows if r.name == "bert-base")
@@ -192,8 +192,8 @@ def test_max_of_seeds_row_takes_every_task_from_one_run(tmp_path):
 def test_sda_transfer_is_evaluated_through_the_average_of_the_last_two_layers(tmp_path, monkeypatch):
     """SDA §6.2: after training, the saved encoder is evaluated on transfer through avg_top2 (STS through the
     trained [CLS]); the run is finished only once both score files exist, and the table reads both."""
-    import augcse.runs as runs
-    from augcse.reproduce import execute, table_lines
+    import augcse.studies.runs as runs
+    from augcse.studies.reproduce import execute, table_lines
 
     paper = papers()["sda"]
     row = next(r for r in paper.rows if r.name == "mv-roberta-base")
@@ -250,10 +250,10 @@ def test_dry_run_names_a_command_line_override_that_leaves_the_paper(tmp_path, c
 
 
 def test_coverage_table_is_generated_and_accounts_for_every_published_row():
-    """docs/COVERAGE.md is what ``python -m augcse.coverage`` writes; every published figure is either held
+    """docs/COVERAGE.md is what ``python -m augcse.studies.coverage`` writes; every published figure is either held
     to by a reproduce row or listed as not covered with its reason."""
-    from augcse import coverage
-    from augcse.published import published_table
+    from augcse.studies import coverage
+    from augcse.studies.published import published_table
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "COVERAGE.md"
     assert doc.read_text() == coverage.document(), f"docs/COVERAGE.md is out of date; run: {coverage.COMMAND}"
@@ -267,9 +267,9 @@ def test_coverage_table_is_generated_and_accounts_for_every_published_row():
 def test_intent_rows_are_held_to_every_shot_setting(tiny_model_dir, data_dir, tmp_path, monkeypatch):
     """VaSCL Table 3 prints 5-, 10- and 20-shot accuracy: the evaluation keeps every intent metric as
     task/metric, and the table compares each with its figure (other metrics are not shown)."""
-    import augcse.reproduce as reproduce
-    import augcse.runs as runs
-    from augcse.reproduce import evaluate_model, table_lines
+    import augcse.studies.reproduce as reproduce
+    import augcse.studies.runs as runs
+    from augcse.studies.reproduce import evaluate_model, table_lines
 
     # the same splits and metrics as SNIPS, with the faster scikit-learn classifier
     scores = evaluate_model(str(tiny_model_dir), "avg", "SNIPS-sklearn", str(data_dir), all_metrics=True)

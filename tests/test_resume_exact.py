@@ -19,7 +19,7 @@ STEPS = 10  # 4 steps per epoch (32 rows, batch 8): the run crosses two epoch bo
 
 
 def command(tmp_path: Path, backbone: Path, corpus: Path, out: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "augcse.cli", "train", "--recipe", "cards-minilm", f"model.backbone={backbone}",
+    return [sys.executable, "-m", "augcse", "train", "--recipe", "cards-minilm", f"model.backbone={backbone}",
             "model.max_seq_length=16", f"data.corpus={corpus}", "data.limit=32", f"training.max_steps={STEPS}",
             "training.per_device_train_batch_size=8", "training.save_strategy=steps", "training.save_steps=1",
             "training.logging_steps=1", "training.learning_rate=1e-3", "eval.dev=null", "eval.before=null",
@@ -73,9 +73,9 @@ def test_cards_sigkill_then_resume_equals_uninterrupted(tmp_path, tiny_model_dir
 
 def test_each_epoch_reaches_the_cards_transform(tmp_path, tiny_model_dir, data_dir, monkeypatch):
     """The trainer's epochs reach the view's transform (else every epoch would redraw epoch 0's values)."""
-    from augcse.recipes.config import load_recipe
-    from augcse.train import run
-    from augcse.views.cards import CardsDraws
+    from augcse.training.recipes.config import load_recipe
+    from augcse.training.run import run
+    from augcse.text.views.cards import CardsDraws
 
     seen: list[int] = []
     original = CardsDraws.set_epoch

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-import augcse.retrieval as retrieval
+import augcse.text.retrieval as retrieval
 from augcse.losses.cards import CARDSLoss, text_ids
-from augcse.retrieval import NegativeSampler, build_neighbours, dedupe_corpus, normalise
+from augcse.text.retrieval import NegativeSampler, build_neighbours, dedupe_corpus, normalise
 
 CORPUS = [
     "The cat sat on the mat.", "The cat sat on the mat.", "The  cat sat on the mat. ", "A dog sat on the mat.",
@@ -53,7 +53,7 @@ def test_samplers_never_return_the_query(tiny_st, tmp_path, sampling):
 def cards_dataset(tiny_st, tmp_path, seed: int = 0):
     from datasets import Dataset
 
-    from augcse.views import ViewContext, build_views
+    from augcse.text.views import ViewContext, build_views
 
     context = ViewContext(model=tiny_st, seed=seed, cache_dir=tmp_path)
     return build_views(Dataset.from_dict({"text": CORPUS[3:9]}),

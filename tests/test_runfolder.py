@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from augcse.rundir import RunFolder, RunFolderError, latest_checkpoint, recipe_differences
+from augcse.training.rundir import RunFolder, RunFolderError, latest_checkpoint, recipe_differences
 
 RECIPE = {"name": "r", "seed": 1, "training": {"learning_rate": 3e-5, "max_steps": 8}, "data": {"limit": 100}}
 
@@ -44,7 +44,7 @@ def test_new_folder_is_claimed_and_released_clean(tmp_path):
 def test_second_process_is_refused_naming_the_pid(tmp_path):
     run = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from augcse.rundir import RunFolder; f = RunFolder(sys.argv[1]); f.claim({}); "
+        "import sys, time; from augcse.training.rundir import RunFolder; f = RunFolder(sys.argv[1]); f.claim({}); "
         "print('held', flush=True); time.sleep(60)"), str(run)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -127,8 +127,8 @@ def test_resume_and_overwrite_together_and_a_file_in_the_way(tmp_path):
 
 
 def test_every_cpu_recipe_saves_resumable_checkpoints():
-    from augcse.recipes.config import builtin_recipes, load_recipe
-    from augcse.train import training_arguments
+    from augcse.training.recipes.config import builtin_recipes, load_recipe
+    from augcse.training.run import training_arguments
 
     cpu = [name for name in builtin_recipes() if name == "quickstart" or name.endswith("-minilm")]
     assert len(cpu) >= 7
@@ -142,7 +142,7 @@ def test_a_forked_child_does_not_keep_a_killed_runs_lock(tmp_path):
     """A dataloader worker is a forked child: once the run is killed, its lock must not live on in the worker."""
     run = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import os, sys, time; from augcse.rundir import RunFolder; f = RunFolder(sys.argv[1]); f.claim({}); "
+        "import os, sys, time; from augcse.training.rundir import RunFolder; f = RunFolder(sys.argv[1]); f.claim({}); "
         "child = os.fork()\n"
         "if child == 0:\n    time.sleep(60); os._exit(0)\n"
         "print(child, flush=True); time.sleep(60)"), str(run)], stdout=subprocess.PIPE, text=True)

@@ -11,8 +11,8 @@ from typing import get_args
 import pytest
 import yaml
 
-from augcse.cli import main
-from augcse.recipes.config import DataConfig, LossConfig, Recipe, RecipeError, load_recipe
+from augcse.commands.main import main
+from augcse.training.recipes.config import DataConfig, LossConfig, Recipe, RecipeError, load_recipe
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "augcse"
 
@@ -34,10 +34,10 @@ def recipe(tmp_path: Path, tiny_model_dir: Path) -> Path:
 
 def _refuse(argv: list[str], capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the CLI; no model may load; one stderr line, exit 2. Returns the line."""
-    import augcse.train
+    import augcse.training.run
 
     monkeypatch.setattr(logging.root, "handlers", [logging.NullHandler()])
-    monkeypatch.setattr(augcse.train, "build_model", lambda recipe: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(augcse.training.run, "build_model", lambda recipe: pytest.fail("a model was loaded"))
     code = main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
@@ -66,7 +66,7 @@ def test_a_bad_value_exits_2_in_one_line_before_any_model_loads(recipe, tmp_path
 
 def test_refusals_import_neither_torch_nor_sentence_transformers(tmp_path: Path) -> None:
     """The schema and every declaration it reads load no torch, datasets or spaCy: a refusal costs about a second."""
-    code = ("import sys\nfrom augcse.recipes.config import RecipeError, load_recipe\n"
+    code = ("import sys\nfrom augcse.training.recipes.config import RecipeError, load_recipe\n"
             "for bad in ('loss.params.temperature=-1', 'loss.params.head=mpl', 'training.learning_rate=-1', "
             "'data.limit=0', 'data.views=[{name: sda, proportoin: 1}]'):\n"
             "    try:\n        load_recipe(None, 'quickstart', [bad])\n    except RecipeError:\n        pass\n"
@@ -103,7 +103,7 @@ def test_vascl_topk_0_speaks_of_topk(tiny_st) -> None:
 
 
 def test_a_recipe_built_in_python_is_refused_by_run_as_a_file_is(tmp_path: Path) -> None:
-    from augcse.train import run
+    from augcse.training.run import run
 
     with pytest.raises(RecipeError) as from_file:
         load_recipe(None, "quickstart", ["loss.params.temperature=-1"])
@@ -120,14 +120,14 @@ def test_a_recipe_built_in_python_is_refused_by_run_as_a_file_is(tmp_path: Path)
 
 
 def test_the_three_old_checkers_are_gone_and_one_module_validates() -> None:
-    import augcse.augment.base as augment_base
+    import augcse.text.augment.base as augment_base
 
-    for module in ("augcse.signatures", "augcse.recipes.checks"):
+    for module in ("augcse.signatures", "augcse.training.recipes.checks"):
         with pytest.raises(ModuleNotFoundError):
             __import__(module)
     assert not hasattr(augment_base, "check_param") and not hasattr(augment_base, "PARAM_RANGES")
     catching = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if "ValidationError" in p.read_text())
-    assert catching == ["schema.py"]
+    assert catching == ["core/schema.py"]
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -143,10 +143,10 @@ def test_an_empty_or_list_recipe_file_is_refused(tmp_path, text, message, capsys
 
 
 def test_overrides_after_an_option_are_accepted(recipe, monkeypatch) -> None:
-    import augcse.train
+    import augcse.training.run
 
     seen = {}
-    monkeypatch.setattr(augcse.train, "run", lambda r, data_dir, resume, overwrite: seen.update(
+    monkeypatch.setattr(augcse.training.run, "run", lambda r, data_dir, resume, overwrite: seen.update(
         recipe=r, overwrite=overwrite) or {})
     assert main(["train", str(recipe), "--overwrite", "name=x", "seed=3"]) == 0
     assert seen["recipe"].name == "x" and seen["recipe"].seed == 3 and seen["overwrite"]
@@ -170,7 +170,7 @@ def test_eval_refuses_threads_0_and_an_unknown_stage(args, message, capsys, monk
 
 
 def test_augmentation_parameters_are_sections_too() -> None:
-    from augcse.augment import get
+    from augcse.text.augment import get
 
     with pytest.raises(RecipeError, match=r"^RandomSwap parameter 'p' must be <= 1, got 1.5$"):
         get("RandomSwap", p=1.5)
@@ -180,11 +180,11 @@ def test_augmentation_parameters_are_sections_too() -> None:
 
 
 def test_registry_names_known_without_torch_match_the_registries() -> None:
-    from augcse.loss_parameters import LOSS_PARAMETERS, HeadName
+    from augcse.core.loss_parameters import LOSS_PARAMETERS, HeadName
     from augcse.losses import LOSSES
     from augcse.losses.heads import HEADS
-    from augcse.modules import POOLERS
-    from augcse.recipes.config import PoolerName
+    from augcse.models.poolers import POOLERS
+    from augcse.training.recipes.config import PoolerName
 
     assert list(get_args(PoolerName)) == list(POOLERS)
     assert list(get_args(HeadName)) == list(HEADS)
@@ -209,7 +209,7 @@ def test_cards_minilm_names_its_head_and_every_recipe_keeps_the_head_it_had() ->
 
 
 def test_the_loss_default_head_stands_whatever_the_pooler(tiny_st) -> None:
-    from augcse.train import build_loss
+    from augcse.training.run import build_loss
 
     for pooler in ("cls", "avg"):
         recipe = Recipe(model={"pooler": pooler}, loss=LossConfig(name="cards"))
@@ -223,7 +223,7 @@ def _declared(parameters) -> set[str]:
 @pytest.mark.parametrize("name", sorted(p.stem for p in (SRC / "recipes").glob("*.yaml")))
 def test_every_effective_default_is_in_the_resolved_recipe(name: str) -> None:
     from augcse.losses import LOSSES
-    from augcse.views import view_parameters
+    from augcse.text.views import view_parameters
 
     resolved = yaml.safe_load(load_recipe(None, name).to_yaml())
     loss = resolved["loss"]
@@ -238,8 +238,8 @@ def test_every_effective_default_is_in_the_resolved_recipe(name: str) -> None:
 
 def test_every_registered_loss_and_view_fills_every_default() -> None:
     from augcse.losses import LOSSES, validate_loss
-    from augcse.views import VIEWS, view_parameters
-    from augcse.views import validate_view_specs
+    from augcse.text.views import VIEWS, view_parameters
+    from augcse.text.views import validate_view_specs
 
     minimal = {"composite": {"terms": [{"loss": "simcse"}]}, "augcse": {"augmentations": 2}}
     for name, cls in LOSSES.items():
@@ -251,7 +251,7 @@ def test_every_registered_loss_and_view_fills_every_default() -> None:
 
 
 def test_a_loss_registered_later_is_checked_like_the_others() -> None:
-    from augcse.loss_parameters import LOSS_PARAMETERS
+    from augcse.core.loss_parameters import LOSS_PARAMETERS
     from augcse.losses import LOSSES, SimCSELoss, register_loss
 
     register_loss("simcse-copy", SimCSELoss)

@@ -74,7 +74,7 @@ def test_minilm_reproduces_its_public_stsb_figure(minilm_path, data_dir):
 def test_eval_cli_prints_table_and_json_last_line(tiny_st, tmp_path, data_dir, capsys):
     import json
 
-    from augcse.cli import main
+    from augcse.commands.main import main
 
     folder = tmp_path / "model"
     tiny_st.save(str(folder))
@@ -93,7 +93,7 @@ def test_eval_cli_prints_table_and_json_last_line(tiny_st, tmp_path, data_dir, c
 def test_eval_cli_save_to_merges_into_the_run_eval_json(tiny_st, tmp_path, data_dir, capsys):
     import json
 
-    from augcse.cli import main
+    from augcse.commands.main import main
 
     run = tmp_path / "run"
     tiny_st.save(str(run / "final"))
@@ -118,8 +118,8 @@ def test_eval_cli_pooler_rebuilds_a_plain_checkpoint(tiny_model_dir, tmp_path, d
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from augcse.cli import main
-    from augcse.encode import load_model
+    from augcse.commands.main import main
+    from augcse.commands.encode import load_model
     from augcse.evaluation import suite
 
     texts = ["A man is playing a guitar.", "Stocks fell on Monday."]
@@ -145,7 +145,7 @@ def test_eval_cli_pooler_rebuilds_a_plain_checkpoint(tiny_model_dir, tmp_path, d
 def test_eval_cli_bf16_encoding_stays_close_to_float32(tiny_st, tmp_path, data_dir, capsys):
     import json
 
-    from augcse.cli import main
+    from augcse.commands.main import main
 
     folder = tmp_path / "model"
     tiny_st.save(str(folder))

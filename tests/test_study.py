@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from augcse.cli import main
-from augcse.rundir import RunFolder
+from augcse.commands.main import main
+from augcse.training.rundir import RunFolder
 
 SENTENCES = [f"sentence number {i} is about {w} and more {w}s" for i, w in
              enumerate(["cats", "dogs", "rain", "music", "trains", "bread", "rivers", "stars"] * 4)]
@@ -45,7 +45,7 @@ def _grid(tmp_path: Path, tiny_model_dir: Path, **changes) -> Path:
 def test_grid_runs_resumes_after_sigkill_refuses_a_second_process_and_writes_its_table(
         tiny_model_dir, data_dir, tmp_path):
     grid, out = _grid(tmp_path, tiny_model_dir), tmp_path / "out"
-    command = [sys.executable, "-m", "augcse.cli", "study", str(grid), "--output", str(out),
+    command = [sys.executable, "-m", "augcse", "study", str(grid), "--output", str(out),
                "--data-dir", str(data_dir)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     folder = out / "tiny"
@@ -176,7 +176,7 @@ def test_a_table_says_how_many_runs_a_set_without_a_finished_run_has_to_run(tmp_
 
 def test_a_run_is_trained_exactly_when_its_row_has_a_recipe(tmp_path):
     """``Run.trained`` comes from the row; a run whose recipe disagrees with its row is refused when built."""
-    from augcse.runs import Evaluate, Row, Run
+    from augcse.studies.runs import Evaluate, Row, Run
 
     trained, start = Row("simcse", (), recipe="simcse-minilm"), Row("start", (), evaluate=Evaluate("m", None))
     assert not Run(start, None, tmp_path / "start", model="m").trained
@@ -190,7 +190,7 @@ def test_a_run_is_trained_exactly_when_its_row_has_a_recipe(tmp_path):
 def test_compare_recipe_differences_print_a_dash_not_an_escape():
     """A key one group lacks is a dash in both the Markdown and the HTML of ``augcse compare``."""
     from augcse.report.compare import Group, recipe_differences
-    from augcse.report.document import Document
+    from augcse.core.document import Document
 
     groups = [Group("a", [SimpleNamespace(recipe={"loss": {"name": "simcse"}, "name": "a"})]),
               Group("b", [SimpleNamespace(recipe={"loss": {"name": "sda", "params": {"margin": 0.5}}, "name": "b"})])]
@@ -203,7 +203,7 @@ def test_compare_recipe_differences_print_a_dash_not_an_escape():
 
 def test_budgets_are_a_recipe_key_checked_by_the_schema(tmp_path):
     """``eval.budgets`` is where a run's budgets live (its recipe.yaml shows them), checked like every key."""
-    from augcse.recipes.config import RecipeError, load_recipe
+    from augcse.training.recipes.config import RecipeError, load_recipe
 
     recipe = load_recipe(None, "quickstart", ["eval.budgets=[64, 16]"])
     assert recipe.eval.budgets == [16, 64] and yaml.safe_load(recipe.to_yaml())["eval"]["budgets"] == [16, 64]
@@ -218,7 +218,7 @@ def test_budgets_are_a_recipe_key_checked_by_the_schema(tmp_path):
 
 
 def test_a_study_gives_its_budgets_to_each_run_as_its_recipe_key(tiny_model_dir, tmp_path):
-    from augcse.study import load_grid
+    from augcse.studies.study import load_grid
 
     by_set = load_grid(_grid(tmp_path, tiny_model_dir)).plan(tmp_path / "out")
     trained = [run for runs in by_set.values() for run in runs if run.recipe is not None]

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from augcse.cli import main
-from augcse.download import checksums
+from augcse.commands.main import main
+from augcse.assets.download import checksums
 from augcse.evaluation.suite import selection_metrics
 from augcse.evaluation.tasks import (
     SPLITS, TASK_TYPES, TASKS, Task, TaskRecord, load_builtin_tasks, register_task, variant_of,
 )
-from augcse.model_card import eval_results, task_kind
+from augcse.training.model_card import eval_results, task_kind
 
 load_builtin_tasks()
 STSB_DEV = "sts/senteval/downstream/STS/STSBenchmark/sts-dev.csv"
@@ -144,7 +144,7 @@ def test_a_record_lists_exactly_the_files_its_task_reads(data_dir, monkeypatch):
     import augcse.evaluation.geometry as geometry
     import augcse.evaluation.sts as sts
     import augcse.evaluation.transfer as transfer
-    from augcse.assets import resolve_data
+    from augcse.assets.resolve import resolve_data
 
     read: list[str] = []
 

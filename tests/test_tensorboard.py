@@ -14,8 +14,8 @@ def test_tiny_run_logs_to_tensorboard_and_writes_a_complete_card(tmp_path: Path,
                                                                  data_dir: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from augcse.recipes.config import load_recipe
-    from augcse.train import run
+    from augcse.training.recipes.config import load_recipe
+    from augcse.training.run import run
 
     lines = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:40]
     corpus = tmp_path / "corpus.txt"

@@ -16,8 +16,8 @@ import pytest
 import torch
 import yaml
 
-from augcse.assets import AssetError
-from augcse.recipes.config import RecipeError, load_recipe
+from augcse.assets.resolve import AssetError
+from augcse.training.recipes.config import RecipeError, load_recipe
 
 
 def write_recipe(path: Path, backbone: Path, corpus: Path, out: Path, **extra) -> Path:
@@ -49,7 +49,7 @@ def corpus(tmp_path, data_dir) -> Path:
 
 def augcse(*args: str, cwd: Path, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "augcse.cli", *args], cwd=cwd, env=env,
+    result = subprocess.run([sys.executable, "-m", "augcse", *args], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=600, **kwargs)
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
@@ -59,7 +59,7 @@ def augcse(*args: str, cwd: Path, check: bool = True, **kwargs) -> subprocess.Co
 def test_train_writes_run_directory_and_exports(tmp_path, tiny_model_dir, corpus, data_dir):
     from sentence_transformers import SentenceTransformer
 
-    from augcse.encode import encode, load_model
+    from augcse.commands.encode import encode, load_model
 
     recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, corpus, tmp_path / "runs")
     augcse("train", str(recipe), "--data-dir", str(data_dir), cwd=tmp_path)
@@ -111,7 +111,7 @@ def test_interrupt_and_sigkill_then_resume_equal_uninterrupted(tmp_path, tiny_mo
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
     def start(*extra: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "augcse.cli", "train", str(killed), *extra], cwd=tmp_path,
+        return subprocess.Popen([sys.executable, "-m", "augcse", "train", str(killed), *extra], cwd=tmp_path,
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def wait_for(proc: subprocess.Popen, marker: Path) -> None:
@@ -199,7 +199,7 @@ def test_builtin_paper_recipes_resolve_and_start(tmp_path, tiny_model_dir, corpu
 
 
 def test_missing_model_and_missing_data_fail_clearly(tmp_path, monkeypatch):
-    from augcse.assets import resolve_data, resolve_model
+    from augcse.assets.resolve import resolve_data, resolve_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(AssetError, match="no local folder, no packaged copy"):
@@ -214,7 +214,7 @@ def test_missing_model_and_missing_data_fail_clearly(tmp_path, monkeypatch):
 
 
 def test_every_builtin_recipe_loads_and_validates():
-    from augcse.recipes.config import builtin_recipes
+    from augcse.training.recipes.config import builtin_recipes
 
     names = builtin_recipes()
     assert {"quickstart", "simcse-bert-base", "simcse-roberta-base"} <= set(names)

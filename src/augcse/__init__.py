@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from augcse.core.version import __version__
+
 __all__ = ["__version__", "load_model"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "load_model":
-        from augcse.encode import load_model
+        from augcse.models.load import load_model
 
         return load_model
     raise AttributeError(f"module 'augcse' has no attribute {name!r}")

@@ -1,19 +1,5 @@
-"""The trainer every augcse run uses: sentence-transformers' own, with saves made by the writing process only.
+"""The public path of :class:`augcse.training.trainer.Trainer` (``from augcse.trainer import Trainer``)."""
 
-transformers 5 calls ``Trainer._save`` on every process and lets each return there unless it should write;
-``SentenceTransformerTrainer._save`` still assumes only the writer calls it, so under torchrun every process
-wrote the same checkpoint files at once (and the first process could read a half-written one as the best
-model). The check restored here is the trainer's own ``args.should_save``.
-"""
+from augcse.training.trainer import Trainer
 
-from __future__ import annotations
-
-from sentence_transformers import SentenceTransformerTrainer
-
-
-class Trainer(SentenceTransformerTrainer):
-    """``SentenceTransformerTrainer`` whose ``_save`` writes from the process that ``args.should_save`` names."""
-
-    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        if self.args.should_save:
-            super()._save(output_dir, state_dict)
+__all__ = ["Trainer"]

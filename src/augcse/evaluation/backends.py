@@ -77,7 +77,7 @@ def add_backend_argument(parser) -> None:
 
 def check_backend(name: str) -> None:
     """ValueError naming the fix when ``name`` is unknown or its runtime is not installed."""
-    from augcse.names import suggest
+    from augcse.core.names import suggest
 
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}{suggest(name, BACKENDS)}; choose one of {', '.join(BACKENDS)}")
@@ -107,7 +107,7 @@ def use_backend(model, name: str, threads: int | None = None, cache_root: str | 
         return model
     import torch
 
-    from augcse.assets import cache_dir
+    from augcse.assets.resolve import cache_dir
     from augcse.evaluation.onnx_encoder import RuntimeEncoder, export_dir, export_onnx
 
     module = model[0]

@@ -26,7 +26,7 @@ from sklearn.metrics import normalized_mutual_info_score
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from augcse.assets import resolve_data
+from augcse.assets.resolve import resolve_data
 from augcse.evaluation.tasks import FILE_TASKS, Encoder, Task, TaskRecord, register_task
 
 RUNS, RUNS_FAST = 10, 3
@@ -71,9 +71,9 @@ def aligned_confusion(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
 def kmeans_labels(embeddings: np.ndarray, n_clusters: int, seed: int, n_init: int = N_INIT) -> np.ndarray:
     """One K-means run (Lloyd, k-means++ init) with a fixed seed, on one OpenMP thread.
 
-    Two threads on a 2-core machine busy with other jobs took 152 s instead of 23 s for one Tweet-sized
-    run (2472 × 384, k = 89, n_init 10; CPU time 21 s against 1.6 s: threads waiting on each other at
-    every step); docs/RESULTS.md. The labels do not depend on the thread count (tests/test_clustering.py).
+    A second thread gains almost nothing on two idle cores (57.9 s against 61.3 s for K-means of 11,108
+    texts, k = 152) and on a busy machine makes the threads wait on each other at every step, while a
+    second process on another task runs beside it (docs/SPEED.md, "Scoring side by side"). The labels do not depend on the thread count (tests/test_clustering.py).
     """
     with threadpool_limits(limits=1):
         return KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit_predict(embeddings)

@@ -6,9 +6,9 @@ nearly equal length, so almost nothing is padding; the embeddings are kept in me
 model re-encodes nothing.
 
 Why tokens and not characters: batches of 128 of the 279,368 sentences of ``--suite all`` sorted by
-characters (what ``SentenceTransformer.encode`` does) pad to 160 TFLOP of encoder work for
+characters (what ``SentenceTransformer.encode`` does) pad to 159 TFLOP of encoder work for
 all-MiniLM-L6-v2; sorted by tokens they come to 104 TFLOP, within 0.3 % of the unpadded count
-(``benchmarks/roofline.py``, docs/RESULTS.md).
+(``benchmarks/roofline.py``, docs/SPEED.md).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def cpu_flags() -> set[str]:
 def bf16_warning(device: torch.device, option: str = "--bf16") -> str | None:
     """One line when bf16 autocast will be slower than float32 here: a CPU without native bf16.
 
-    ``benchmarks/roofline.py`` measures the gap (docs/RESULTS.md); GPUs and CPUs with AVX512-BF16 or
+    ``benchmarks/roofline.py`` measures the gap (docs/SPEED.md); GPUs and CPUs with AVX512-BF16 or
     AMX get no warning. ``option`` is what the user set (``--bf16``, ``training.bf16``).
     """
     flags = cpu_flags()

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from augcse.assets import resolve_data
+from augcse.assets.resolve import resolve_data
 from augcse.evaluation.tasks import Encoder, Task, TaskRecord, register_task
 
 EPS = 1e-10  # singular values this small are clamped, as in the reference analysis code

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from augcse.assets import resolve_data
+from augcse.assets.resolve import resolve_data
 from augcse.evaluation.tasks import Encoder, Task, TaskRecord, register_task
 
 SENTEVAL = "sts/senteval/downstream"

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from augcse.download import checksums, source_of
-from augcse.names import suggest
+from augcse.assets.download import checksums, source_of
+from augcse.core.names import suggest
 
 Encoder = Callable[[Sequence[str]], np.ndarray]
 
@@ -156,7 +156,7 @@ class Task(ABC):
 
     @abstractmethod
     def load(self, data_dir: Path | None) -> Any:
-        """Read the task's data (raise :class:`augcse.assets.AssetError` when missing)."""
+        """Read the task's data (raise :class:`augcse.assets.resolve.AssetError` when missing)."""
 
     @abstractmethod
     def sentences(self, data: Any) -> list[str]:

@@ -60,7 +60,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from threadpoolctl import threadpool_limits
 
-from augcse.assets import resolve_data
+from augcse.assets.resolve import resolve_data
 from augcse.evaluation import senteval
 from augcse.evaluation.tasks import Encoder, Task, TaskRecord, register_task
 

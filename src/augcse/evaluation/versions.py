@@ -14,9 +14,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-import augcse
-from augcse.assets import resolve_data, resolve_model
-from augcse.download import checksums, sha256_file
+from augcse.core.version import __version__
+from augcse.assets.resolve import resolve_data, resolve_model
+from augcse.assets.download import checksums, sha256_file
 from augcse.evaluation.tasks import get_task, resolve_tasks
 
 VERSIONS_KEY = "versions"  # the eval.json key beside the stages' scores
@@ -26,7 +26,7 @@ WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # the first one present is
 
 def library_versions() -> dict[str, str]:
     """``{"augcse", "python", and each of LIBRARIES: version}``."""
-    out = {"augcse": augcse.__version__, "python": platform.python_version()}
+    out = {"augcse": __version__, "python": platform.python_version()}
     for name in LIBRARIES:
         try:
             out[name] = version(name)

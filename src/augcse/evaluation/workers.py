@@ -1,9 +1,9 @@
 """Scoring tasks side by side in worker processes, once the shared encoding is done.
 
 Transfer classifiers, K-means and the intent classifier are small computations run many times; a
-second *thread* on the same one mostly waits for the first (K-means of 11,000 texts, k = 152: 1.5x
-slower on two idle cores than on one), while two *processes*, each scoring its own task on one thread,
-run nearly twice as fast (docs/RESULTS.md). Each worker gets the task, its loaded data and the
+second *thread* on the same one mostly waits for the first (K-means of 11,108 texts, k = 152, on two
+idle cores: 57.9 s on two threads against 61.3 s on one), while two *processes*, each scoring its own
+task on one thread, take 38.1 s (docs/SPEED.md, "Scoring side by side"). Each worker gets the task, its loaded data and the
 embeddings of its sentences (:class:`StoredEmbeddings`), never the model; each task seeds itself, so
 its scores equal those of the same task scored in the main process (tests/test_workers.py).
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from augcse.loss_parameters import LOSS_PARAMETERS, loss_settings
+from augcse.core.loss_parameters import LOSS_PARAMETERS, loss_settings
 from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Role, RoleError, RoleLoss, check_label_space
 from augcse.losses.cards import CARDSLoss
@@ -21,7 +21,7 @@ from augcse.losses.registry import TERMS
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
 from augcse.losses.vascl import VaSCLLoss
-from augcse.schema import RecipeError
+from augcse.core.schema import RecipeError
 
 LOSSES: dict[str, Callable[..., RoleLoss]] = {**TERMS, "composite": CompositeLoss}
 # the constructor parameter that states a loss's label space; left out of a recipe, it is passed on
@@ -57,9 +57,9 @@ def validate_loss(name: str, params: Mapping[str, Any], produced: Mapping[str, A
     """Check a recipe's loss against its declared parameters and the columns the views will write.
 
     ``produced``: column → ``None`` (text) or ``{size, names, spec}`` (a label column), as
-    :func:`augcse.views.produced_columns` gives it; ``None`` skips the column checks. Returns the
+    :func:`augcse.text.views.produced_columns` gives it; ``None`` skips the column checks. Returns the
     parameters with every default filled in and the view's label set passed on where the recipe leaves
-    it out. Raises a one-line ``ValueError`` (:class:`~augcse.schema.RecipeError` or :class:`RoleError`).
+    it out. Raises a one-line ``ValueError`` (:class:`~augcse.core.schema.RecipeError` or :class:`RoleError`).
     """
     factory = LOSSES[name]  # the name was checked by the recipe schema
     params = _pass_on_labels(name, dict(params), produced or {})

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from augcse.augmentation_sets import expand
-from augcse.loss_parameters import AugCSEParameters
+from augcse.core.augmentation_sets import expand
+from augcse.core.loss_parameters import AugCSEParameters
 from augcse.losses.base import Contract, ContrastiveLoss, LabelSpace, Role
 from augcse.losses.grl import GradientReversal
 from augcse.losses.infonce import KeyBlock, contrast
@@ -143,7 +143,7 @@ class AugCSELoss(ContrastiveLoss):
             from sentence_transformers import SentenceTransformerTrainer
             from augcse import load_model
             from augcse.losses import AugCSELoss
-            from augcse.views import ViewContext, build_views
+            from augcse.text.views import ViewContext, build_views
 
             model = load_model("sentence-transformers/all-MiniLM-L6-v2")
             corpus = Dataset.from_dict({"text": ["The cat sleeps on the mat .", "It was raining in Paris ."]})

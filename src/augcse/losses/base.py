@@ -27,9 +27,9 @@ from torch import Tensor, nn
 
 from sentence_transformers.base.losses.merged_forward import embed_columns
 
-from augcse.loss_parameters import ContrastiveParameters
+from augcse.core.loss_parameters import ContrastiveParameters
 from augcse.losses.heads import build_head
-from augcse.schema import Section, validate
+from augcse.core.schema import Section, validate
 
 DROPOUT_COPY = "~"
 LABEL = "label"  # the column sentence-transformers hands to a loss as ``labels``
@@ -139,7 +139,7 @@ class RoleLoss(nn.Module):
     components; the trainer sums and logs them.
     """
 
-    Parameters: ClassVar[type[Section] | None] = None  # the declared settings (augcse.loss_parameters)
+    Parameters: ClassVar[type[Section] | None] = None  # the declared settings (augcse.core.loss_parameters)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """The constructor's signature is the declared parameters: one declaration for help, docs and checks."""

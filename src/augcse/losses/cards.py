@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from augcse.loss_parameters import CARDSParameters
+from augcse.core.loss_parameters import CARDSParameters
 from augcse.losses.base import Contract, ContrastiveLoss, Role
 from augcse.losses.infonce import KeyBlock, contrast
 

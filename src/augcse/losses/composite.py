@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from augcse.loss_parameters import CompositeParameters, loss_settings
+from augcse.core.loss_parameters import CompositeParameters, loss_settings
 from augcse.losses.base import (
     DROPOUT_COPY, LABEL, Contract, Role, RoleError, RoleLoss, by_role, check_label_space, embed_sources,
 )

@@ -20,7 +20,7 @@ from sentence_transformers.sentence_transformer.losses import (
 )
 
 from augcse.losses.base import Contract, Role, RoleLoss
-from augcse.schema import signature_model
+from augcse.core.schema import signature_model
 
 
 class PeerLoss(RoleLoss):
@@ -74,7 +74,7 @@ class TSDAELoss(PeerLoss):
             from sentence_transformers import SentenceTransformerTrainer
             from augcse import load_model
             from augcse.losses import TSDAELoss
-            from augcse.views import ViewContext, build_views
+            from augcse.text.views import ViewContext, build_views
 
             model = load_model("sentence-transformers/all-MiniLM-L6-v2")
             corpus = Dataset.from_dict({"text": ["my card was declined at the shop", "how do I reset my pin"]})

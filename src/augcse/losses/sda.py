@@ -13,7 +13,7 @@ from typing import Any
 
 from torch import Tensor
 
-from augcse.loss_parameters import SDAParameters
+from augcse.core.loss_parameters import SDAParameters
 from augcse.losses.base import Contract, ContrastiveLoss, Role
 from augcse.losses.infonce import KeyBlock, contrast
 
@@ -61,7 +61,7 @@ class SDALoss(ContrastiveLoss):
             from sentence_transformers import SentenceTransformerTrainer
             from augcse import load_model
             from augcse.losses import SDALoss
-            from augcse.views import ViewContext, build_views
+            from augcse.text.views import ViewContext, build_views
 
             model = load_model("sentence-transformers/all-MiniLM-L6-v2")
             corpus = Dataset.from_dict({"text": ["The cat sleeps on the mat .", "It rains in Paris ."]})

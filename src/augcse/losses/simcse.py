@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import Tensor
 
-from augcse.loss_parameters import SimCSEParameters
+from augcse.core.loss_parameters import SimCSEParameters
 from augcse.losses.base import Contract, ContrastiveLoss, Role
 from augcse.losses.infonce import KeyBlock, contrast
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-from augcse.loss_parameters import VaSCLParameters
+from augcse.core.loss_parameters import VaSCLParameters
 from augcse.losses.base import Contract, ContrastiveLoss, Role
 from augcse.losses.infonce import KeyBlock, info_nce
 

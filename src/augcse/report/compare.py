@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from augcse.evaluation.tasks import is_average
-from augcse.report.document import Document, Heading, Image, Paragraph, Table
+from augcse.core.document import Document, Heading, Image, Paragraph, Table
 from augcse.report.plots import group_bars
 from augcse.report.run_report import NotARunError, Run, fmt, is_run, load_run
 

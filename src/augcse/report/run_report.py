@@ -21,7 +21,7 @@ import yaml
 
 from augcse.evaluation.tasks import SUITES, is_average, load_builtin_tasks
 from augcse.evaluation.versions import VERSIONS_KEY
-from augcse.report.document import Code, Document, Heading, Image, Paragraph, Table
+from augcse.core.document import Code, Document, Heading, Image, Paragraph, Table
 from augcse.report.plots import curve_series, training_curves
 
 BEST = {"losses": min, "dev score": max, "discriminator accuracy": max}  # panels whose values have a best

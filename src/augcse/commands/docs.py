@@ -1,0 +1,168 @@
+"""``python -m augcse.commands.docs [--check]``: every figure of the docs that comes from records, regenerated.
+
+The maintainers' command (not an ``augcse`` sub-command): run from the repository root after a study's
+records change. Three pages are generated whole (the recipe reference, the reproduce coverage, the
+augmentation reference); other pages hold blocks between ``<!-- generated: NAME [ARGUMENT] -->`` and
+``<!-- end generated -->`` lines, each filled by :data:`BLOCKS` from the records it names (a study's
+``study.json``, written by ``augcse study GRID --table-only`` from the runs' own records). ``--check``
+writes nothing and exits 1 naming every page that differs from what its records give (the tests run it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from augcse.core.document import Document, markdown_row, markdown_rule
+
+COMMAND = "python -m augcse.commands.docs"
+STUDIES = Path("docs/studies")
+BLOCK = re.compile(r"^<!-- generated: (?P<name>[\w-]+)(?: (?P<arg>[\w-]+))? -->\n(?P<body>.*?)^<!-- end generated -->$",
+                   re.S | re.M)
+# how the tables name a study's rows and tasks (the grid files name them by key)
+METHOD_NAMES = {"start": "starting model", "simcse": "SimCSE", "augcse": "AugCSE", "sda": "SDA", "cards": "CARDS",
+                "vascl": "VaSCL", "composite": "composite", "ct": "CT", "tsdae": "TSDAE"}
+TASK_KINDS = {"intent": "10-shot intent", "clustering": "clustering"}
+
+
+@cache
+def study(name: str) -> dict[str, Any]:
+    """A study's figures as ``augcse study --table-only`` wrote them (``docs/studies/NAME/study.json``)."""
+    path = STUDIES / name / "study.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SystemExit(f"{COMMAND}: {path} is missing; run: augcse study GRID --output {STUDIES} --table-only") from None
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.2f}".replace("-", "−")
+
+
+def _suite_of(task: str) -> str:
+    from augcse.evaluation.tasks import SUITES, load_builtin_tasks
+
+    load_builtin_tasks()
+    return next((TASK_KINDS[s] for s in TASK_KINDS if task in SUITES.get(s, ())), "")
+
+
+def adapt_grid(_: str | None = None) -> list[str]:
+    """Δ at the last step against the starting model, method × set, from the adaptation study."""
+    sets = study("adapt-curves")["sets"]
+    columns = [(name, figures["tasks"][0]) for name, figures in sets.items()]
+    header = ["method", *(f"{task} {_suite_of(task)}".strip() for _, task in columns)]
+    rows = [[f"{METHOD_NAMES['start']} (score)",
+             *(f"{sets[name]['rows']['start']['final'][task]['mean']:.2f}" for name, task in columns)]]
+    for row in next(iter(sets.values()))["rows"]:
+        if row == "start":
+            continue
+        cells = []
+        for name, task in columns:
+            final = sets[name]["rows"][row]["final"][task]
+            cells.append(f"{_signed(final['delta'])} ± {final['sd']:.2f}")
+        rows.append([METHOD_NAMES.get(row, row), *cells])
+    return [markdown_row(header), markdown_rule([False] + [True] * len(columns)), *map(markdown_row, rows)]
+
+
+def adapt_set(name: str | None) -> list[str]:
+    """One set of the adaptation study: its final table and its scores by step, as ``study.md`` has them."""
+    from augcse.studies.study import set_tables
+
+    figures = study("adapt-curves")
+    if name not in figures["sets"]:
+        raise SystemExit(f"{COMMAND}: the adaptation study has no set {name!r}: {sorted(figures['sets'])}")
+    doc = Document("")
+    doc.add(*set_tables(figures["sets"][name], True, bool(figures["budgets"])))
+    return doc.to_markdown(Path(".")).strip().splitlines()[1:]
+
+
+STS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
+
+
+def methods_minilm(_: str | None = None) -> list[str]:
+    """The seven STS tasks and their average per method, mean ± sd over seeds, from the methods study."""
+    rows = study("methods-minilm")["sets"]["methods-minilm"]["rows"]
+    header = ["method", *STS, "**avg**", "Δ avg vs SimCSE", "n"]
+    averages = {row: data["final"]["sts"] for row, data in rows.items() if "sts" in data["final"]}
+    base = averages.get("simcse", {}).get("mean")
+    ordered = sorted((row for row in rows if row in averages), key=lambda r: -averages[r]["mean"])
+    body = []
+    for row in ordered:
+        final = rows[row]["final"]
+        cells = [f"{final[t]['mean']:.2f} ± {final[t]['sd']:.2f}" if final.get(t, {}).get("sd") is not None
+                 else f"{final[t]['mean']:.2f}" for t in STS]
+        avg = averages[row]
+        spread = f" ± {avg['sd']:.2f}" if avg.get("sd") is not None else ""
+        delta = _signed(avg["mean"] - base) if base is not None and row != "start" else "—"
+        body.append([METHOD_NAMES.get(row, row), *cells, f"**{avg['mean']:.2f}{spread}**", delta, str(avg["n"])])
+    return [markdown_row(header), markdown_rule([False] + [True] * (len(header) - 1)), *map(markdown_row, body)]
+
+
+BLOCKS: dict[str, Callable[[str | None], list[str]]] = {
+    "adapt-grid": adapt_grid, "adapt-set": adapt_set, "methods-minilm": methods_minilm,
+}
+
+
+def pages() -> dict[Path, Callable[[], str]]:
+    """The pages generated whole, each by its own module (which also names its own command)."""
+    from augcse.studies import coverage
+    from augcse.text.augment import reference as augmentations
+    from augcse.training import reference as recipes
+
+    return {Path("docs/RECIPES.md"): recipes.reference, Path("docs/COVERAGE.md"): coverage.document,
+            Path("docs/AUGMENTATIONS.md"): augmentations.reference}
+
+
+def fill(text: str) -> str:
+    """``text`` with every generated block filled from its records."""
+    def block(match: re.Match) -> str:
+        name, arg = match["name"], match["arg"]
+        if name not in BLOCKS:
+            raise SystemExit(f"{COMMAND}: unknown generated block {name!r}; known: {sorted(BLOCKS)}")
+        opening = f"<!-- generated: {name}{' ' + arg if arg else ''} -->"
+        return "\n".join([opening, *BLOCKS[name](arg), "<!-- end generated -->"])
+
+    return BLOCK.sub(block, text)
+
+
+def expected() -> dict[Path, str]:
+    """Every generated page and every page with generated blocks, as its records give it."""
+    out = {path: make() for path, make in pages().items()}
+    for path in [Path("README.md"), *sorted(Path("docs").glob("*.md"))]:
+        if path in out:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if "<!-- generated:" in text:
+            out[path] = fill(text)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 naming the pages out of date")
+    args = parser.parse_args(argv)
+    if not Path("docs").is_dir():
+        parser.error("run it from the repository root (no docs/ folder here)")
+    stale = []
+    for path, text in expected().items():
+        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        if current == text:
+            continue
+        stale.append(path)
+        if not args.check:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    if args.check and stale:
+        print(f"out of date: {', '.join(map(str, stale))}; run: {COMMAND}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""``augcse study``: the command line of :mod:`augcse.studies.study`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from augcse.studies.runs import run_all
+from augcse.studies.study import build_document, describe, load_grid
+
+
+SUMMARY = "run a grid file (sets × rows × seeds, budgets); resumable; table and curves"
+DESCRIPTION = ("Run every run of a grid file (YAML: sets, rows, seeds, budgets, starting model), skipping finished "
+               "runs and resuming an interrupted one; then the table (mean ± sd over seeds, Δ vs the starting "
+               "model) as study.md, study.html, study.json and curve plots.")
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("study", help=SUMMARY, description=DESCRIPTION)
+    parser.add_argument("grid", help="grid file (YAML), e.g. src/augcse/data/studies/adapt-curves.yaml")
+    parser.add_argument("--output", default="runs/study", help="output folder (default: runs/study)")
+    parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA)")
+    parser.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
+    parser.add_argument("--table-only", action="store_true",
+                        help="write the table and curves of the runs finished so far (the others listed as not "
+                             "finished); run nothing")
+    parser.set_defaults(func=_study_cli)
+
+
+def _study_cli(args: argparse.Namespace) -> int:
+    grid = load_grid(args.grid)
+    by_set = grid.plan(Path(args.output))
+    if args.dry_run:
+        print(describe(grid, by_set))
+        return 0
+    folder = Path(args.output) / grid.name
+    if args.table_only:
+        if not folder.is_dir():
+            raise ValueError(f"{folder} holds no run of this grid yet; run it first, or give its --output")
+    else:
+        code = run_all([run for runs in by_set.values() for run in runs], folder, args.data_dir)
+        if code:
+            return code
+    doc, figures = build_document(grid, by_set, folder)
+    print(doc.to_markdown(folder))
+    md, page = doc.write(folder, "study")
+    (folder / "study.json").write_text(json.dumps({"title": grid.title, "seeds": list(grid.seeds),
+                                                   "budgets": list(grid.budgets), "sets": figures}, indent=2))
+    print(f"wrote {md}\nwrote {page}\nwrote {folder / 'study.json'}")
+    return 0

@@ -1,0 +1,138 @@
+"""The parameters of every registered loss, declared once with their types and ranges, importable without torch.
+
+A loss class reads its settings from its :class:`~augcse.core.schema.Section` here (``SimCSELoss.Parameters``)
+and its constructor's signature is this declaration, so ``SimCSELoss(model, temperature=-1)`` and a
+recipe's ``loss.params.temperature: -1`` are refused by the same field, in the same words, and a recipe
+is refused before torch loads. The roles a loss reads stay with its class (they need no model either,
+but they are the loss's maths, not its settings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from augcse.core.names import suggest
+from augcse.core.schema import (
+    NonNegativeFloat, PositiveFloat, PositiveInt, Probability, RecipeError, Section, Temperature, validate,
+)
+
+HeadName = Literal["none", "mlp", "bn", "vascl"]  # the train-only heads of augcse.losses.heads.HEADS
+
+
+class ContrastiveParameters(Section):
+    """What every contrastive loss shares: τ, the train-only head, gathering across processes."""
+
+    temperature: Temperature = 0.05
+    head: HeadName | None = "none"
+    gather_across_devices: bool = True
+
+
+class SimCSEParameters(ContrastiveParameters):
+    symmetric: bool = False
+    hard_negative_weight: float = 0.0
+
+
+class SDAParameters(ContrastiveParameters):
+    # δ relaxes the negation (it is pushed away less than an ordinary negative), so it is never negative
+    margin: NonNegativeFloat = 0.5
+    neg_block: Literal["diag", "all"] = "diag"
+    head: HeadName | None = "bn"
+    symmetric: bool = False
+
+
+class VaSCLParameters(ContrastiveParameters):
+    topk: PositiveInt = 16
+    eps: PositiveFloat = 15.0
+    xi: PositiveFloat | None = None
+    detach: bool = True
+    clean_gradient: bool = False
+    head: HeadName | None = "vascl"
+
+
+class CARDSParameters(ContrastiveParameters):
+    head: HeadName | None = "mlp"
+    mask_own_text: bool = True
+    symmetric: bool = False
+
+    @model_validator(mode="after")
+    def _mask_needs_one_way(self) -> CARDSParameters:
+        if self.symmetric and self.mask_own_text:
+            raise ValueError("the symmetric form has no own-text mask; set mask_own_text: false with symmetric: true")
+        return self
+
+
+class AugCSEParameters(ContrastiveParameters):
+    augmentations: PositiveInt | str | list[str] | None = None
+    variant: Literal["augcse", "bool", "positive", "none", "negative"] = "augcse"
+    discriminator_weight: NonNegativeFloat = 0.005
+    grl_alpha: float = -1.0
+    head: HeadName | None = "bn"
+    symmetric: bool | None = None
+    discriminator_layers: PositiveInt = 2
+    discriminator_dropout: Probability = 0.2
+    discriminator_output_tanh: bool = True
+    hard_negative_weight: float = 0.0
+
+
+class Term(Section):
+    """One weighted term of a composite loss."""
+
+    loss: str  # a registered loss other than composite
+    name: str | None = None  # the prefix of its logged components; the loss name when left out
+    weight: float = 1.0
+    inputs: dict[str, str | list[str]] = Field(default_factory=dict)  # role → column or ``~column``
+    params: dict[str, Any] = Field(default_factory=dict)  # the term loss's own parameters
+
+    @model_validator(mode="after")
+    def _named(self) -> Term:
+        self.name = self.name or self.loss
+        return self
+
+
+class CompositeParameters(Section):
+    terms: list[Term] = Field(min_length=1)
+    columns: list[str] | None = None
+
+
+# every registered loss; ``None``: a sentence-transformers loss whose parameters are its own constructor's
+# (checked against that signature once the class loads)
+LOSS_PARAMETERS: dict[str, type[Section] | None] = {
+    "simcse": SimCSEParameters,
+    "augcse": AugCSEParameters,
+    "sda": SDAParameters,
+    "vascl": VaSCLParameters,
+    "cards": CARDSParameters,
+    "composite": CompositeParameters,
+    "tsdae": None,
+    "ct": None,
+}
+
+
+def loss_settings(name: str, params: Mapping[str, Any] | Any, prefix: str = "loss.params", subject: str = "recipe key",
+                  lookup: Callable[[str], type[Section] | None] = LOSS_PARAMETERS.get) -> dict[str, Any]:
+    """A loss's parameters validated, with every default filled in (a composite's terms too).
+
+    ``lookup`` gives a loss's declared parameters; the default needs no torch and skips the library's
+    losses (``None``), which the loss classes' own ``Parameters`` cover once they are imported.
+    """
+    model = lookup(name)
+    if model is None:
+        return dict(params or {})
+    filled = validate(model, params if params is not None else {}, prefix, subject).model_dump()
+    if model is CompositeParameters:
+        names = [n for n in LOSS_PARAMETERS if n != "composite"]
+        for index, term in enumerate(filled["terms"]):
+            where = f"{prefix}.terms[{index}]" if prefix else f"terms[{index}]"
+            if term["loss"] not in names:
+                raise RecipeError(f"{subject} '{where}.loss': unknown loss {term['loss']!r}"
+                                  f"{suggest(term['loss'], names)}; choose one of {', '.join(names)}")
+            term["params"] = loss_settings(term["loss"], term["params"], f"{where}.params", subject, lookup)
+        seen = [t["name"] for t in filled["terms"]]
+        twice = next((n for n in seen if seen.count(n) > 1), None)
+        if twice:
+            raise RecipeError(f"{subject} '{prefix}.terms': the term name {twice!r} is used twice; "
+                              "give each a distinct 'name'")
+    return filled

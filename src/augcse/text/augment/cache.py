@@ -1,0 +1,283 @@
+"""Content-keyed, resumable, sharded Arrow cache of augmented corpora, with statistics.
+
+Layout of ``out_dir``::
+
+    manifest.json      key, names, params, seed, shard size, shard count, the resources found (WordNet…);
+                       "complete" once all shards exist
+    shards/00000/      one ``datasets`` folder per shard, renamed into place only when fully written
+    shards/00000.json  per-shard counts: changed, edit sizes, examples, errors
+    stats.json         per-augmentation statistics, written when the cache is complete
+
+A shard is written to a temporary folder and renamed, so a killed build leaves either a whole shard or
+none; rerunning the same build skips finished shards. :func:`load_cache` refuses a cache whose
+manifest is not marked complete.
+
+A failed augmentation is not a result: a resource an augmentation needs (WordNet) that is missing stops the
+build before it starts, and more than :data:`MAX_ERROR_RATE` of sentences on which an augmentation raised
+stops it before the cache is marked complete, unless ``allow_errors`` (those sentences are then kept
+unchanged and counted in the statistics). A cache built while a resource was missing is rebuilt once it is
+there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+from augcse.assets.resolve import AssetError, wordnet
+from augcse.text.augment.base import AugmentationError, get, resolve_names
+from augcse.text.augment.parse import parse
+
+FORMAT_VERSION = 1
+logger = logging.getLogger(__name__)
+
+N_EXAMPLES = 3
+N_ERROR_EXAMPLES = 3
+MAX_ERROR_RATE = 0.01  # sentences on which an augmentation may raise before the build stops (without allow_errors)
+# a need named in an augmentation's ``needs`` -> a loader that raises AssetError (one line) when it is missing
+RESOURCES = {"wordnet": wordnet}
+ALLOW = "pass --allow-errors (allow_errors=True) to keep those sentences unchanged instead"
+
+
+class AugmentationFailed(ValueError):
+    """An augmentation raised on too many sentences: its output would be the input, counted as a result."""
+
+
+class CacheConflict(ValueError):
+    """The output folder holds a cache built from other inputs (corpus, names, parameters or seed)."""
+
+    def __init__(self, out: Path, key: str) -> None:
+        super().__init__(f"{out} holds a cache for other inputs (key {key[:12]}); "
+                         "choose another output folder or pass overwrite=True")
+        self.out, self.key = out, key
+
+
+def cache_key(sentences: Sequence[str], names: Sequence[str], params: dict[str, dict[str, Any]],
+              seed: int) -> str:
+    """SHA-256 over the corpus content, the augmentation names and parameters, the seed and the format."""
+    corpus = hashlib.sha256()
+    for s in sentences:
+        corpus.update(s.encode("utf-8"))
+        corpus.update(b"\n")
+    spec = json.dumps({"corpus": corpus.hexdigest(), "n": len(sentences), "names": list(names),
+                       "params": {n: params.get(n, {}) for n in names}, "seed": seed,
+                       "format": FORMAT_VERSION}, sort_keys=True, default=str)
+    return hashlib.sha256(spec.encode()).hexdigest()
+
+
+def edit_size(a: str, b: str) -> int:
+    """Word-level Levenshtein distance, after stripping the common prefix and suffix."""
+    x, y = a.split(), b.split()
+    while x and y and x[0] == y[0]:
+        x, y = x[1:], y[1:]
+    while x and y and x[-1] == y[-1]:
+        x, y = x[:-1], y[:-1]
+    if not x or not y:
+        return max(len(x), len(y))
+    prev = list(range(len(y) + 1))
+    for i, wx in enumerate(x, 1):
+        cur = [i]
+        for j, wy in enumerate(y, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (wx != wy)))
+        prev = cur
+    return prev[-1]
+
+
+def resources(augs: Sequence[Any]) -> dict[str, str]:
+    """Each resource the augmentations need: ``"available"``, or ``"missing: <how to get it>"``."""
+    found = {}
+    for need in sorted({n for aug in augs for n in aug.needs if n in RESOURCES}):
+        try:
+            RESOURCES[need]()
+            found[need] = "available"
+        except AssetError as exc:
+            found[need] = f"missing: {exc}"
+    return found
+
+
+def _check_resources(augs: Sequence[Any], found: dict[str, str], allow_errors: bool) -> None:
+    for need, state in found.items():
+        if state != "available" and not allow_errors:
+            users = ", ".join(aug.name for aug in augs if need in aug.needs)
+            raise AssetError(f"{users} cannot run: {state.removeprefix('missing: ')}; or {ALLOW}")
+
+
+def _check_errors(stats: dict[str, Any]) -> None:
+    """Refuse a build in which an augmentation raised on more than MAX_ERROR_RATE of the sentences."""
+    for name, s in stats.items():
+        if s["errors"] > MAX_ERROR_RATE * s["sentences"]:
+            example = s["error_examples"][0][1] if s["error_examples"] else "no example kept"
+            raise AugmentationFailed(
+                f"{name} raised on {s['errors']} of {s['sentences']} sentences (more than {MAX_ERROR_RATE:.0%}), "
+                f"e.g. {example}; fix the cause and rerun, or {ALLOW}")
+
+
+def _build_shard(out_dir: str, index: int, sentences: list[str], names: list[str],
+                 params: dict[str, dict[str, Any]], seed: int) -> int:
+    """Parse and augment one shard, then move it into place atomically. Returns its index."""
+    import datasets
+    from datasets import Dataset
+
+    datasets.disable_progress_bars()
+
+    augs = [get(n, **params.get(n, {})) for n in names]
+    docs = parse(sentences) if any(a.needs_parse for a in augs) else None
+    columns: dict[str, list] = {"text": sentences}
+    meta: dict[str, dict] = {}
+    for aug in augs:
+        out, errors = aug.apply_safe(sentences, seed, docs)
+        changed = [o != s for o, s in zip(out, sentences)]
+        columns[aug.name] = out
+        columns[f"{aug.name}__changed"] = changed
+        edits = [edit_size(s, o) for s, o, c in zip(sentences, out, changed) if c]
+        meta[aug.name] = {
+            "n": len(sentences), "changed": sum(changed), "edit_sum": sum(edits),
+            "examples": [[s, o] for s, o, c in zip(sentences, out, changed) if c][:N_EXAMPLES],
+            "errors": len(errors),
+            "error_examples": [[sentences[i], msg] for i, msg in list(errors.items())[:N_ERROR_EXAMPLES]],
+        }
+    shards = Path(out_dir) / "shards"
+    tmp = shards / f".tmp-{index:05d}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    Dataset.from_dict(columns).save_to_disk(str(tmp))
+    (tmp / "augment_meta.json").write_text(json.dumps(meta))
+    os.replace(tmp, shards / f"{index:05d}")
+    return index
+
+
+def _read_manifest(out_dir: Path) -> dict[str, Any] | None:
+    path = out_dir / "manifest.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False))
+    os.replace(tmp, path)
+
+
+def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: str | os.PathLike, seed: int = 0,
+                shard_size: int = 5000, n_process: int = 1, params: dict[str, dict[str, Any]] | None = None,
+                overwrite: bool = False, progress: bool = True, allow_errors: bool = False) -> "Dataset":  # noqa: F821
+    """Augment ``sentences`` with every augmentation in ``names`` into ``out_dir`` and return the dataset.
+
+    The same key (corpus, names, params, seed) reuses or resumes what is in ``out_dir`` (rebuilt when the
+    resources found differ from those it was built with); another key there is an error unless ``overwrite``.
+    Shards are built by ``n_process`` worker processes. A missing resource or an augmentation raising on
+    more than :data:`MAX_ERROR_RATE` of the sentences stops the build unless ``allow_errors``.
+    """
+    from tqdm.auto import tqdm
+
+    sentences = list(sentences)
+    if not sentences:
+        raise ValueError("no sentences to augment: the corpus is empty")
+    names = resolve_names(names)
+    params = {n: dict(p) for n, p in (params or {}).items() if n in names}
+    augs = [get(name, **params.get(name, {})) for name in names]  # fail early on bad parameters
+    found = resources(augs)
+    _check_resources(augs, found, allow_errors)
+    for aug in augs:  # and on unavailable models
+        if any(x.startswith("model:") for x in aug.needs):
+            aug.apply_safe(["A sentence."], seed)
+    key = cache_key(sentences, names, params, seed)
+    out = Path(out_dir)
+    manifest = _read_manifest(out)
+    if manifest is not None and manifest["key"] != key:
+        if not overwrite:
+            raise CacheConflict(out, manifest["key"])
+        shutil.rmtree(out)
+        manifest = None
+    if manifest is not None and manifest.get("resources", {}) != found:
+        logger.warning("rebuilding the cache in %s: it was built with resources %s, now %s", out,
+                       manifest.get("resources", {}), found)
+        shutil.rmtree(out)
+        manifest = None
+    if manifest is not None and manifest.get("complete"):
+        return load_cache(out)
+    n_shards = max(1, -(-len(sentences) // shard_size))
+    manifest = {"key": key, "names": names, "params": params, "seed": seed, "shard_size": shard_size,
+                "n_shards": n_shards, "n_sentences": len(sentences), "format": FORMAT_VERSION,
+                "resources": found, "complete": False}
+    (out / "shards").mkdir(parents=True, exist_ok=True)
+    _write_json(out / "manifest.json", manifest)
+    for stale in (out / "shards").glob(".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    todo = [i for i in range(n_shards) if not (out / "shards" / f"{i:05d}").is_dir()]
+    jobs = [(str(out), i, sentences[i * shard_size:(i + 1) * shard_size], names, params, seed) for i in todo]
+    bar = tqdm(total=n_shards, initial=n_shards - len(todo), desc="augment shards", unit="shard",
+               disable=not progress)
+    if n_process <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            _build_shard(*job)
+            bar.update()
+    else:
+        with ProcessPoolExecutor(max_workers=n_process) as pool:
+            for _ in pool.map(_build_shard, *zip(*jobs)):
+                bar.update()
+    bar.close()
+    stats = _merge_stats(out, names, n_shards)
+    if not allow_errors:
+        _check_errors(stats)
+    _write_json(out / "stats.json", stats)
+    manifest["complete"] = True
+    _write_json(out / "manifest.json", manifest)
+    return load_cache(out)
+
+
+def _merge_stats(out: Path, names: list[str], n_shards: int) -> dict[str, Any]:
+    total: dict[str, dict[str, Any]] = {}
+    for i in range(n_shards):
+        meta = json.loads((out / "shards" / f"{i:05d}" / "augment_meta.json").read_text())
+        for name in names:
+            m, t = meta[name], total.setdefault(name, {"n": 0, "changed": 0, "edit_sum": 0, "examples": [],
+                                                        "errors": 0, "error_examples": []})
+            for k in ("n", "changed", "edit_sum", "errors"):
+                t[k] += m[k]
+            t["examples"] = (t["examples"] + m["examples"])[:N_EXAMPLES]
+            t["error_examples"] = (t["error_examples"] + m["error_examples"])[:N_ERROR_EXAMPLES]
+    stats = {}
+    for name, t in total.items():
+        stats[name] = {
+            "sentences": t["n"], "changed": t["changed"],
+            "perturbation_rate": t["changed"] / t["n"] if t["n"] else 0.0,
+            "mean_edit_size": t["edit_sum"] / t["changed"] if t["changed"] else 0.0,
+            "errors": t["errors"], "examples": t["examples"], "error_examples": t["error_examples"],
+        }
+    return stats
+
+
+def load_cache(out_dir: str | os.PathLike) -> "Dataset":  # noqa: F821
+    """The cached dataset; raises if ``out_dir`` holds no cache or only a partial one."""
+    from datasets import concatenate_datasets, load_from_disk
+
+    out = Path(out_dir)
+    manifest = _read_manifest(out)
+    if manifest is None:
+        raise FileNotFoundError(f"{out} holds no augmentation cache (no manifest.json)")
+    if not manifest.get("complete"):
+        done = len([p for p in (out / "shards").glob("[0-9]*") if p.is_dir()])
+        raise ValueError(f"{out} holds a partial cache ({done}/{manifest['n_shards']} shards); "
+                         "rerun the same build to resume it")
+    parts = [load_from_disk(str(out / "shards" / f"{i:05d}")) for i in range(manifest["n_shards"])]
+    return concatenate_datasets(parts) if len(parts) > 1 else parts[0]
+
+
+def load_stats(out_dir: str | os.PathLike) -> dict[str, Any]:
+    return json.loads((Path(out_dir) / "stats.json").read_text())
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """A Markdown table: perturbation rate, mean edit size (words), errors per augmentation."""
+    lines = ["| augmentation | perturbation rate | mean edit size (words) | errors |", "|---|---:|---:|---:|"]
+    for name, s in stats.items():
+        lines.append(f"| {name} | {100 * s['perturbation_rate']:.2f} % | {s['mean_edit_size']:.2f} | {s['errors']} |")
+    return "\n".join(lines)
+
+
+__all__ = ["AugmentationError", "AugmentationFailed", "CacheConflict", "build_cache", "cache_key", "edit_size", "format_stats", "load_cache", "load_stats"]

@@ -1,0 +1,209 @@
+"""Trainer callbacks of an augcse run: the JSONL log, the loss's own state in checkpoints, the views' draw epoch,
+a graceful stop, a changed learning rate on resume."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from augcse.training.rundir import LOSS_STATE
+
+logger = logging.getLogger(__name__)
+
+
+class ComponentMeter:
+    """Running sums of the loss's named components, at full precision.
+
+    The trainer logs each component rounded to 4 decimals, so a component of 1e-6 reads 0.0; a forward hook
+    on the loss keeps the exact values between two log events instead.
+    """
+
+    def __init__(self, loss: torch.nn.Module) -> None:
+        self.sums: dict[str, float] = defaultdict(float)
+        self.calls = 0
+        loss.register_forward_hook(self._record)
+
+    def _record(self, module: torch.nn.Module, inputs, output) -> None:
+        if not module.training:
+            return
+        parts = output if isinstance(output, dict) else {"loss": output}
+        for key, value in parts.items():
+            self.sums[key] += float(value.detach().float().mean())
+        self.calls += 1
+
+    def pop(self) -> dict[str, float]:
+        """Mean of each component since the last call (averaged over processes when distributed)."""
+        keys = sorted(self.sums)
+        values = torch.tensor([self.sums[k] for k in keys] + [float(self.calls)], dtype=torch.float64)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            values = values.to("cuda" if torch.distributed.get_backend() == "nccl" else "cpu")
+            torch.distributed.all_reduce(values)
+        self.sums, self.calls = defaultdict(float), 0
+        calls = float(values[-1])
+        return {k: float(v) / calls for k, v in zip(keys, values[:-1].tolist())} if calls else {}
+
+
+class JsonlLogger(TrainerCallback):
+    """Every trainer log event (named loss components at full precision, learning rate, dev score) as one JSON line."""
+
+    def __init__(self, path: Path, loss: torch.nn.Module) -> None:
+        self.path = path
+        self.loss = loss
+        self.meter = ComponentMeter(loss)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs:
+            return
+        exact = self.meter.pop() if "loss" in logs else {}  # every process takes part in the reduction
+        if not state.is_world_process_zero:
+            return
+        exact = {k: v for k, v in exact.items() if k in logs}
+        if exact and "loss" not in exact:
+            exact["loss"] = sum(exact.values())
+        logs.update(exact)  # the console and TensorBoard, called after this callback, show them unrounded
+        metrics = getattr(self.loss, "pop_metrics", None)
+        record = {"step": state.global_step, "epoch": state.epoch, **logs, **exact, **(metrics() if metrics else {})}
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """Keep the log records up to ``step``: a resumed run replays the steps after its checkpoint."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
+    path.write_text("".join(line + "\n" for line in kept))
+
+
+class LossStateCheckpoint(TrainerCallback):
+    """Save the loss's own parameters (train-only heads, discriminators) into each checkpoint, so resume is exact."""
+
+    def __init__(self, loss: torch.nn.Module) -> None:
+        self.loss = loss
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            state_dict = {k: v for k, v in self.loss.state_dict().items() if not k.startswith("model.")}
+            torch.save(state_dict, folder / LOSS_STATE)
+
+
+class DrawEpoch(TrainerCallback):
+    """Tell the training set's transform which epoch starts (a view whose draws are keyed by seed, epoch and
+    row, e.g. CARDS'), so a resumed run redraws what it drew before. Called before the epoch's dataloader
+    workers start, which copy the transform; ``dataloader_persistent_workers`` would keep epoch 0's."""
+
+    def on_epoch_begin(self, args, state, control, train_dataloader=None, **kwargs):
+        dataset = getattr(train_dataloader, "dataset", None)
+        transform = (getattr(dataset, "format", None) or {}).get("format_kwargs", {}).get("transform")
+        if hasattr(transform, "set_epoch"):
+            transform.set_epoch(int(state.epoch + 1e-9))  # state.epoch is a whole number at an epoch's start
+
+
+class SyncLossGradients(TrainerCallback):
+    """Average the gradients of the loss's own parameters (train-only heads, discriminators) over processes
+    before every optimizer step, as DDP does for the model it wraps; otherwise each process trains its own head."""
+
+    def __init__(self, loss: torch.nn.Module) -> None:
+        self.loss = loss
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return
+        shared = {id(p) for p in self.loss.model.parameters()} if hasattr(self.loss, "model") else set()
+        own = [p for p in self.loss.parameters() if p.requires_grad and id(p) not in shared]
+        if not own:
+            return
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in own])
+        dist.all_reduce(flat)
+        flat /= dist.get_world_size()
+        for p, grad in zip(own, flat.split([p.numel() for p in own])):
+            if p.grad is not None or grad.any():
+                p.grad = grad.view_as(p).clone()
+
+
+class GracefulStop(TrainerCallback):
+    """On SIGINT/SIGTERM finish the current step, save a resumable checkpoint and stop.
+
+    The handlers it installs replace the caller's until :meth:`restore` (a notebook's Ctrl-C works again after).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
+        for sig in self.SIGNALS:
+            signal.signal(sig, self._request)
+
+    def restore(self) -> None:
+        """Put back the signal handlers that were there before."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    def _request(self, signum, frame) -> None:
+        if self.requested:  # a second Ctrl-C stops at once
+            raise KeyboardInterrupt
+        self.requested = True
+        logger.warning("stop requested: saving a checkpoint after this step (Ctrl-C again to abort)")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.requested:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+class AlreadyTrained(Exception):
+    """Raised by :class:`SkipWhenTrained`: the resumed checkpoint is the last step; the model holds its weights."""
+
+
+class SkipWhenTrained(TrainerCallback):
+    """A resume from the checkpoint of the last step trains nothing (the trainer would take one step more).
+
+    It stops the trainer right after it loaded the checkpoint; with ``load_best_model_at_end`` the trainer runs
+    on, as the best model it loads at its end replaces whatever that extra step did.
+    """
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step > 0 and state.global_step >= state.max_steps and not args.load_best_model_at_end:
+            raise AlreadyTrained
+
+
+class ScaleLearningRate(TrainerCallback):
+    """Bring the learning rate restored from a checkpoint to this run's ``learning_rate`` (a resume that changed it).
+
+    The trainer restores the checkpoint's optimizer and schedule, whose rates come from the recipe the run
+    started with; every rate is scaled by new peak / old peak (the first group's base rate), so the schedule's
+    shape (warm-up, decay) continues at the new peak. A resume with the same rate scales by exactly 1.
+    """
+
+    def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        base = getattr(lr_scheduler, "base_lrs", None)
+        if optimizer is None or not base or not base[0] or base[0] == args.learning_rate:
+            return
+        factor = args.learning_rate / base[0]
+        for group in optimizer.param_groups:
+            group["lr"] *= factor
+            if "initial_lr" in group:
+                group["initial_lr"] *= factor
+        lr_scheduler.base_lrs = [rate * factor for rate in base]
+        # what get_last_lr() (and so the log of this step) reports until the scheduler's next step
+        lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+        logger.info("learning rate brought from the checkpoint's %g to %g", base[0], args.learning_rate)
+
+
+def restore_loss_state(loss: torch.nn.Module, checkpoint: Path) -> None:
+    path = checkpoint / LOSS_STATE
+    if path.is_file():
+        result = loss.load_state_dict(torch.load(path, map_location="cpu"), strict=False)
+        if result.unexpected_keys:
+            raise RuntimeError(
+                f"checkpoint {checkpoint} has loss parameters this loss lacks: {result.unexpected_keys[:3]}")

@@ -1,0 +1,345 @@
+"""Recipes: one YAML file is the whole, reproducible description of a run, validated before anything loads.
+
+The sections are :mod:`augcse.core.schema` sections (pydantic): an unknown key or a bad value is refused with
+one line naming the key, what is wrong and how to fix it, before torch, a model or a data file loads.
+Command-line overrides use dotted keys: ``training.learning_rate=1e-5 data.limit=2000``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import types
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
+
+import yaml
+from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
+
+from augcse.core.loss_parameters import LOSS_PARAMETERS, loss_settings
+from augcse.core.names import suggest
+from augcse.core.schema import (
+    Budgets, KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError,
+    Section, validate,
+)
+
+RECIPE_DIR = Path(__file__).parent
+DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
+# the names of augcse.models.poolers.POOLERS, here so that a recipe is checked without loading torch
+PoolerName = Literal["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_emb_last", "avg_top2"]
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+__all__ = ["DEFAULT_CORPUS", "RECIPE_DIR", "DataConfig", "EvalConfig", "LossConfig", "ModelConfig", "Recipe",
+           "RecipeError", "TrainingRanges", "builtin_recipes", "load_recipe", "parse_override", "validate_recipe"]
+
+
+class RecipeSection(KeyedSection):
+    """A section of a recipe file (the parameters of losses and views are sections too, under ``params``)."""
+
+
+class ModelConfig(RecipeSection):
+    key: ClassVar[str] = "model"
+
+    backbone: str = "sentence-transformers/all-MiniLM-L6-v2"  # Hugging Face name or local folder (a packaged copy first)
+    pooler: PoolerName | None = "avg"  # the encoder + this pooler (see Poolers); None: the model as published
+    # with a pooler, keep the modules a sentence-transformers model has after pooling (all-MiniLM-L6-v2: Normalize,
+    # unit-norm embeddings as published); a plain encoder has none, and none is added; false drops them
+    normalize: bool = True
+    max_seq_length: PositiveInt = 32  # tokens per training sentence (truncation)
+
+
+class DataConfig(RecipeSection):
+    key: ClassVar[str] = "data"
+
+    # a path, or a data-directory relative path; only the default corpus falls back (see ``fallback``)
+    corpus: str = DEFAULT_CORPUS
+    # used, with a warning, only when ``corpus`` is the default wiki1m and is not available here
+    fallback: list[str] = Field(default_factory=lambda: ["corpus/wiki1m_for_simcse.first11914.txt",
+                                                          "corpus/wiki_default.txt"])
+    column: str = "text"  # the column of a CSV/JSON/Parquet corpus holding the sentences
+    limit: PositiveInt | None = None  # keep the first N sentences (after shuffling)
+    shuffle: bool = False  # shuffle the corpus with the seed before the limit
+    dedupe: bool = False  # drop repeated sentences
+    min_words: NonNegativeInt = 1  # drop sentences with fewer words
+    max_chars: PositiveInt | None = 10_000  # drop longer lines (broken corpus files)
+    views: list[dict[str, Any]] = Field(default_factory=list)  # registered view builders, in order: [{name: …, …}]
+
+    @field_validator("fallback", mode="before")
+    @classmethod
+    def _one_path(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value  # a single path stands for a list of one
+
+
+class LossConfig(RecipeSection):
+    key: ClassVar[str] = "loss"
+
+    name: str = "simcse"  # a registered loss (see Losses)
+    params: dict[str, Any] = Field(default_factory=dict)  # the loss's keyword parameters
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in LOSS_PARAMETERS:  # the registry, not a fixed list: a loss registered later is known
+            raise ValueError(f"unknown loss {value!r}{suggest(value, LOSS_PARAMETERS)}; "
+                             f"choose one of {', '.join(LOSS_PARAMETERS)}")
+        return value
+
+
+class EvalConfig(RecipeSection):
+    key: ClassVar[str] = "eval"
+
+    dev: str | None = "auto"  # task for model selection; auto: STS-B dev (processed if available, else original)
+    before: str | None = "auto"  # tasks before/after training; auto: the 7 STS tasks with a data dir, else STS-B
+    after: str | None = "auto"  # null skips an evaluation
+    batch_size: PositiveInt = 128  # sentences per encoding batch in evaluation
+    # steps after which the model is also scored on the ``after`` tasks, into curve.json (a learning curve
+    # from one run); recorded only, nothing is selected on them
+    budgets: Budgets = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _budgets_need_tasks(self) -> EvalConfig:
+        if self.budgets and self.after is None:
+            raise ValueError("budgets are scored on the 'after' tasks; give eval.after or drop eval.budgets")
+        return self
+
+
+class Recipe(RecipeSection):
+    name: str = "run"  # the run folder's name: output_dir/name
+    seed: NonNegativeInt = 42  # data order, dropout, views and initialisation
+    output_dir: str = "runs"  # folder holding the run folders
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    training: dict[str, Any] = Field(default_factory=dict)  # SentenceTransformerTrainingArguments fields
+    skip_nonfinite_steps: NonNegativeInt = 0  # NaN/inf steps skipped before a run stops
+    keep_checkpoints: bool = False  # keep checkpoint-* after a successful run (default: only final/ stays)
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, value: str) -> str:
+        if not RUN_NAME.fullmatch(value) or ".." in value:
+            raise ValueError(f"must be a folder name (letters, digits, '.', '_', '-', '+'; no '/' or '..'), "
+                             f"got {value!r}")
+        return value
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir) / self.name
+
+    def to_dict(self) -> dict:
+        return self.model_dump()
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+class TrainingRanges(Section):
+    """The ranges of the trainer arguments a recipe commonly sets (their types are the trainer's own)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    per_device_train_batch_size: PositiveInt | None = None
+    per_device_eval_batch_size: PositiveInt | None = None
+    gradient_accumulation_steps: PositiveInt | None = None
+    eval_steps: PositiveFloat | None = None
+    save_steps: PositiveFloat | None = None
+    logging_steps: PositiveFloat | None = None
+    num_train_epochs: PositiveFloat | None = None
+    learning_rate: PositiveFloat | None = None
+    save_total_limit: PositiveInt | None = None
+    weight_decay: NonNegativeFloat | None = None
+    warmup_steps: NonNegativeFloat | None = None
+    warmup_ratio: Probability | None = None
+    seed: NonNegativeInt | None = None
+    data_seed: NonNegativeInt | None = None
+    max_grad_norm: NonNegativeFloat | None = None
+    max_steps: int | None = None  # -1: train for num_train_epochs
+
+    @field_validator("max_steps")
+    @classmethod
+    def _steps_or_epochs(cls, value: int | None) -> int | None:
+        if value is not None and value < 1 and value != -1:
+            raise ValueError(f"must be a positive integer (or -1 for epochs), got {value}")
+        return value
+
+
+def _training_hints() -> dict[str, Any]:
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    return get_type_hints(SentenceTransformerTrainingArguments)
+
+
+def _validate_training(training: dict) -> None:
+    """Every ``training.*`` key is a trainer argument of the trainer's type; named loggers are installed."""
+    hints = _training_hints()
+    for key in training:
+        if key not in hints or key == "output_dir":
+            raise RecipeError(
+                f"unknown recipe key 'training.{key}'{suggest(key, hints)}: not a SentenceTransformerTrainingArguments "
+                "field (output_dir comes from the recipe's output_dir and name)"
+            )
+    given = {key: (_enum_values(hints[key]) | None, None) for key in training}
+    validate(create_model("TrainingArguments", __base__=Section, **given), training, "training")
+    _validate_report_to(training.get("report_to"))
+
+
+def _enum_values(hint: Any) -> Any:
+    """``SchedulerType | str`` as the trainer means it: one of the enum's values (written as a string)."""
+    if get_origin(hint) in (Union, types.UnionType):
+        arms = get_args(hint)
+        enums = [a for a in arms if isinstance(a, type) and issubclass(a, enum.Enum)]
+        if enums:
+            values = tuple(member.value for e in enums for member in e)
+            rest = [a for a in arms if a is not str and a not in enums]
+            return Union[tuple([Literal[values], *rest])] if rest else Literal[values]
+    return hint
+
+
+def _validate_report_to(report_to: str | list[str] | None) -> None:
+    """A logging backend named in ``training.report_to`` must be known and installed, or the run would fail late."""
+    if report_to is None:
+        return
+    from transformers.integrations import get_available_reporting_integrations
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    available = set(get_available_reporting_integrations())
+    for name in [report_to] if isinstance(report_to, str) else report_to:
+        if name in ("none", "all"):
+            continue
+        if name not in INTEGRATION_TO_CALLBACK:
+            raise RecipeError(f"recipe key 'training.report_to': unknown logging backend {name!r}"
+                              f"{suggest(name, INTEGRATION_TO_CALLBACK)}; choose from none, "
+                              f"{', '.join(INTEGRATION_TO_CALLBACK)}")
+        if name not in available:
+            extra = " (or pip install 'augcse[tensorboard]')" if name == "tensorboard" else ""
+            raise RecipeError(f"recipe key 'training.report_to': {name} is not installed; pip install {name}{extra}, "
+                              "or drop it from report_to")
+
+
+def _validate_components(recipe: Recipe) -> None:
+    """What needs the registries: views against the loss's roles, task names (loads no model)."""
+    from augcse.losses import validate_loss  # torch: only once everything else is known to be right
+    from augcse.text.views import produced_columns
+
+    try:  # the loss's roles against the views' columns; every default filled in
+        recipe.loss.params = validate_loss(recipe.loss.name, recipe.loss.params, produced_columns(recipe.data.views))
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
+    for key in ("dev", "before", "after"):
+        spec = getattr(recipe.eval, key)
+        if spec not in (None, "auto"):
+            _validate_tasks(f"eval.{key}", spec)
+
+
+def _validate_tasks(key: str, spec: str) -> None:
+    from augcse.evaluation.tasks import resolve_tasks
+
+    try:
+        if not resolve_tasks(spec):
+            raise ValueError("no task named")
+    except ValueError as exc:
+        raise RecipeError(f"recipe key {key!r}: {exc}") from None
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    if "=" not in text:
+        raise RecipeError(f"override {text!r} must look like key.path=value (e.g. training.learning_rate=1e-5)")
+    key, raw = text.split("=", 1)
+    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None
+
+
+def _step(node: Any, part: str, text: str) -> tuple[Any, str | int]:
+    """Resolve ``name`` or ``name[i]`` under ``node``; returns the container and the final key/index."""
+    name, _, index = part.partition("[")
+    if not index:
+        return node, name
+    if not index.endswith("]") or not index[:-1].isdigit():
+        raise RecipeError(f"override {text!r}: {part!r} must look like name[0]")
+    items = node.get(name) if isinstance(node, dict) else None
+    if not isinstance(items, list) or int(index[:-1]) >= len(items):
+        raise RecipeError(f"override {text!r}: {name!r} has no item {index[:-1]}")
+    return items, int(index[:-1])
+
+
+def apply_overrides(values: dict, overrides: list[str]) -> dict:
+    """Dotted keys, with list items by index: ``training.learning_rate=1e-5``, ``data.views[0].proportion=0.5``."""
+    for text in overrides:
+        path, value = parse_override(text)
+        node = values
+        for part in path[:-1]:
+            container, key = _step(node, part, text)
+            if isinstance(key, str):
+                node = container.setdefault(key, {})
+            else:
+                node = container[key]
+            if not isinstance(node, dict):
+                raise RecipeError(f"override {text!r}: {part!r} is not a section")
+        container, key = _step(node, path[-1], text)
+        container[key] = value
+    return values
+
+
+def _numbers(values: Any) -> Any:
+    """YAML 1.1 reads ``1e-5`` as a string; turn such strings back into floats."""
+    if isinstance(values, dict):
+        return {k: _numbers(v) for k, v in values.items()}
+    if isinstance(values, list):
+        return [_numbers(v) for v in values]
+    if isinstance(values, str):
+        try:
+            return float(values) if any(c in values.lower() for c in "e.") and values[0] in "0123456789.-" else values
+        except ValueError:
+            return values
+    return values
+
+
+def builtin_recipes() -> list[str]:
+    return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
+
+
+def validate_recipe(values: dict | Recipe) -> Recipe:
+    """The one check of a recipe, from a YAML mapping or a :class:`Recipe` built in Python.
+
+    First everything that needs no torch (every key, type and range, the loss's, views' and training
+    arguments' declared parameters), so a bad value is refused in about a second; then what needs the
+    registries (the trainer's own argument types, the views' columns against the loss's roles, task
+    names). Returns the recipe with every default a component fills in written out.
+    """
+    if isinstance(values, Recipe):
+        values = values.model_dump()
+    recipe = validate(Recipe, values)
+    recipe.loss.params = loss_settings(recipe.loss.name, recipe.loss.params)
+    validate(TrainingRanges, recipe.training, "training")
+    from augcse.text.views import validate_view_specs  # here, not at the top: `augcse train --help` stays numpy-free
+
+    recipe.data.views = validate_view_specs(recipe.data.views)
+    _validate_training(recipe.training)
+    _validate_components(recipe)
+    return recipe
+
+
+def load_recipe(source: str | Path | None = None, name: str | None = None, overrides: list[str] | None = None) -> Recipe:
+    """Load a recipe from a YAML path or a built-in name, apply overrides, validate everything."""
+    if (source is None) == (name is None):
+        raise RecipeError("give either a recipe file or --recipe NAME")
+    if name is not None:
+        path = RECIPE_DIR / f"{name}.yaml"
+        if not path.is_file():
+            raise RecipeError(f"unknown recipe {name!r}{suggest(name, builtin_recipes())}; "
+                              f"built-in recipes: {', '.join(builtin_recipes())}")
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise RecipeError(f"recipe file {path} does not exist")
+    try:
+        values = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"recipe {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if values is None:
+        raise RecipeError(f"recipe {path} is empty; write at least a name: and a loss: (see docs/RECIPES.md or "
+                          "augcse train --recipe quickstart)")
+    if not isinstance(values, dict):
+        raise RecipeError(f"recipe {path} must be a mapping of keys (name:, model:, data:, loss:…), "
+                          f"got a {type(values).__name__}")
+    return validate_recipe(_numbers(apply_overrides(values, overrides or [])))
