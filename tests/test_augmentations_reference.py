@@ -46,5 +46,5 @@ def test_the_hand_written_tables_name_only_registered_augmentations() -> None:
             in_table = True
         elif in_table and not set(cells[0]) <= set("-: "):
             named.update(re.sub(r"\s*\(paper\)$", "", part.strip()) for part in cells[0].split(" / "))
-    assert len(named) >= 28
+    assert len(named) >= 20  # the "behaviour against NL-Augmenter" table names most of them
     assert named <= set(augment.REGISTRY), sorted(named - set(augment.REGISTRY))

@@ -291,3 +291,35 @@ def test_intent_rows_are_held_to_every_shot_setting(tiny_model_dir, data_dir, tm
     lines = {line.task: line for line in table_lines([run]) if line.reference}
     assert lines["SNIPS/5shot"].delta == pytest.approx(70.0 - 76.71) and lines["SNIPS"].figure == 85.63
     assert "SNIPS/5shot_std" not in {line.task for line in table_lines([run])}
+
+
+def test_the_memory_estimate_predicts_what_was_measured():
+    """The constants of data/reproduce.yaml against the GPU record they were derived from (within 8 %)."""
+    import json
+
+    from augcse.studies.reproduce import estimate_gib
+
+    record = json.loads((Path(__file__).resolve().parents[1] / "docs/records/grad-cache-h200.json").read_text())
+    shapes = {"bert-base": (110_000_000, 12, 768), "large": (335_000_000, 24, 1024)}
+    for row in record["rows"]:
+        alive = row["mini_batch"] or 2 * row["batch"]  # SimCSE: two texts per example; cached: one mini-batch
+        assert estimate_gib(shapes[row["shape"]], 32, alive) == pytest.approx(row["peak_gib"], rel=0.08), row
+
+
+def test_the_dry_run_names_the_mini_batch_that_fits_a_gpu(capsys, monkeypatch):
+    from augcse.commands.main import main
+
+    monkeypatch.delenv("AUGCSE_DATA", raising=False)
+    assert main(["reproduce", "vascl", "--dry-run", "--gpu-memory", "40", "--rows", "roberta-base,roberta-large"]) == 0
+    out = capsys.readouterr().out
+    assert "roberta-base-s1  [main; to run; 3.33 GPU-h; ≈25.7 GiB/GPU]" in out
+    assert "roberta-large-s1  [main; to run; 9.99 GPU-h; ≈68.8 GiB/GPU, over the budget: set " \
+           "loss.params.mini_batch_size=1024]" in out
+    assert "GPU memory per process against --gpu-memory 40 GiB: an estimate, derived from" in out
+    assert main(["reproduce", "vascl", "loss.params.mini_batch_size=256", "--dry-run", "--json",
+                 "--rows", "roberta-large"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["runs"][0]["gpu_memory"] == {"gib_estimate": 13.8, "fits": True, "mini_batch_size": 256,
+                                             "mini_batch_size_to_fit": None}
+    assert main(["reproduce", "vascl", "--gpu-memory", "40"]) == 2
+    assert "--gpu-memory goes with --dry-run" in capsys.readouterr().err

@@ -4,7 +4,8 @@ The maintainers' command (not an ``augcse`` sub-command): run from the repositor
 records change. Three pages are generated whole (the recipe reference, the reproduce coverage, the
 augmentation reference); other pages hold blocks between ``<!-- generated: NAME [ARGUMENT] -->`` and
 ``<!-- end generated -->`` lines, each filled by :data:`BLOCKS` from the records it names (a study's
-``study.json``, written by ``augcse study GRID --table-only`` from the runs' own records). ``--check``
+``study.json``, written by ``augcse study GRID --table-only`` from the runs' own records, or a benchmark's
+record under ``docs/records/``). ``--check``
 writes nothing and exits 1 naming every page that differs from what its records give (the tests run it).
 """
 
@@ -23,6 +24,7 @@ from augcse.core.document import Document, markdown_row, markdown_rule
 
 COMMAND = "python -m augcse.commands.docs"
 STUDIES = Path("docs/studies")
+RECORDS = Path("docs/records")
 BLOCK = re.compile(r"^<!-- generated: (?P<name>[\w-]+)(?: (?P<arg>[\w-]+))? -->\n(?P<body>.*?)^<!-- end generated -->$",
                    re.S | re.M)
 # how the tables name a study's rows and tasks (the grid files name them by key)
@@ -82,30 +84,61 @@ def adapt_set(name: str | None) -> list[str]:
     return doc.to_markdown(Path(".")).strip().splitlines()[1:]
 
 
-STS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
+STS = {"STS12": "STS12", "STS13": "STS13", "STS14": "STS14", "STS15": "STS15", "STS16": "STS16",
+       "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+STS_AVERAGE = "sts_avg"
+
+
+def _spread(stats: dict[str, Any]) -> str:
+    return f"{stats['mean']:.2f}" + (f" ± {stats['sd']:.2f}" if stats.get("sd") is not None else "")
 
 
 def methods_minilm(_: str | None = None) -> list[str]:
-    """The seven STS tasks and their average per method, mean ± sd over seeds, from the methods study."""
+    """The seven STS tasks and their average per method, mean ± sd over seeds, from the methods study:
+    the starting model first, then the methods by average; Δ against SimCSE's average."""
     rows = study("methods-minilm")["sets"]["methods-minilm"]["rows"]
-    header = ["method", *STS, "**avg**", "Δ avg vs SimCSE", "n"]
-    averages = {row: data["final"]["sts"] for row, data in rows.items() if "sts" in data["final"]}
-    base = averages.get("simcse", {}).get("mean")
-    ordered = sorted((row for row in rows if row in averages), key=lambda r: -averages[r]["mean"])
+    header = ["method", *STS.values(), "**avg**", "Δ avg vs SimCSE", "n"]
+    base = rows["simcse"]["final"][STS_AVERAGE]["mean"]
+    methods = sorted((r for r in rows if r != "start"), key=lambda r: -rows[r]["final"][STS_AVERAGE]["mean"])
     body = []
-    for row in ordered:
+    for row in ["start", *methods] if "start" in rows else methods:
         final = rows[row]["final"]
-        cells = [f"{final[t]['mean']:.2f} ± {final[t]['sd']:.2f}" if final.get(t, {}).get("sd") is not None
-                 else f"{final[t]['mean']:.2f}" for t in STS]
-        avg = averages[row]
-        spread = f" ± {avg['sd']:.2f}" if avg.get("sd") is not None else ""
-        delta = _signed(avg["mean"] - base) if base is not None and row != "start" else "—"
-        body.append([METHOD_NAMES.get(row, row), *cells, f"**{avg['mean']:.2f}{spread}**", delta, str(avg["n"])])
+        average = final[STS_AVERAGE]
+        delta = "—" if row == "simcse" else _signed(average["mean"] - base)
+        body.append([METHOD_NAMES.get(row, row), *(_spread(final[t]) for t in STS), f"**{_spread(average)}**", delta,
+                     str(average["n"])])
+    return [markdown_row(header), markdown_rule([False] + [True] * (len(header) - 1)), *map(markdown_row, body)]
+
+
+def record(name: str) -> dict[str, Any]:
+    """A benchmark's measured record (``docs/records/NAME.json``)."""
+    path = RECORDS / f"{name}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SystemExit(f"{COMMAND}: {path} is missing; the benchmark that writes it names it") from None
+
+
+def grad_cache(device: str | None) -> list[str]:
+    """Step time and peak memory with and without gradient caching (``benchmarks/grad_cache.py``)."""
+    rows = record(f"grad-cache-{device}")["rows"]
+    baseline = {(r["shape"], r["batch"]): r for r in rows if r.get("mini_batch") is None and not r.get("oom")}
+    header = ["encoder", "batch", "mini-batch", "step (s)", "sentences/s", "peak memory (GiB)", "time vs whole batch",
+              "memory vs whole batch"]
+    body = []
+    for r in sorted(rows, key=lambda r: (r["shape"], r["batch"], r.get("mini_batch") or 0)):
+        base = baseline.get((r["shape"], r["batch"]))
+        if r.get("oom") or "error" in r:
+            body.append([r["shape"], str(r["batch"]), str(r.get("mini_batch") or "—"), "out of memory", "", "", "", ""])
+            continue
+        ratio = (f"{r['step_s'] / base['step_s']:.2f}×", f"{r['peak_gib'] / base['peak_gib']:.2f}×") if base else ("", "")
+        body.append([r["shape"], str(r["batch"]), str(r.get("mini_batch") or "— (whole batch)"), f"{r['step_s']:.3f}",
+                     f"{r['sentences_per_s']:.0f}", f"{r['peak_gib']:.2f}", *ratio])
     return [markdown_row(header), markdown_rule([False] + [True] * (len(header) - 1)), *map(markdown_row, body)]
 
 
 BLOCKS: dict[str, Callable[[str | None], list[str]]] = {
-    "adapt-grid": adapt_grid, "adapt-set": adapt_set, "methods-minilm": methods_minilm,
+    "adapt-grid": adapt_grid, "adapt-set": adapt_set, "methods-minilm": methods_minilm, "grad-cache": grad_cache,
 }
 
 

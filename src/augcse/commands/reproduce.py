@@ -26,6 +26,16 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--gpu-memory takes a positive number of GiB, got {text!r}")
+    return value
+
+
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "reproduce", help="train and evaluate a paper's table over seeds; ours beside the published figures",
@@ -43,6 +53,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="list the runs, published figures, settings that differ from the paper and GPU-hours")
     parser.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON, for tools")
+    parser.add_argument("--gpu-memory", type=_positive_float, metavar="GIB",
+                        help="with --dry-run: the GPU's memory; rows whose estimate exceeds it get the "
+                             "gradient-caching mini-batch that fits (loss.params.mini_batch_size)")
     parser.add_argument("--checkpoints", action="store_true",
                         help="evaluate the paper's released checkpoints with their published pooler instead")
     parser.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH",
@@ -52,6 +65,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def _reproduce_cli(args: argparse.Namespace) -> int:
     paper = papers()[args.paper]
+    if args.gpu_memory and not args.dry_run:
+        raise ValueError("--gpu-memory goes with --dry-run (it checks the plan against a GPU's memory)")
     if args.json and not args.dry_run:
         raise ValueError("--json goes with --dry-run (a reproduction writes reproduce.md and reproduce.html)")
     if args.tasks:
@@ -71,7 +86,8 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
     output = Path(args.output) / ("checkpoints" if args.checkpoints else "")
     runs = plan(paper, rows, args.seeds, output, list(args.overrides), args.tasks, mapping)
     if args.dry_run:
-        text = json.dumps(plan_json(paper, runs, args.nproc), indent=2) if args.json else describe_plan(paper, runs, args.nproc)
+        text = (json.dumps(plan_json(paper, runs, args.nproc, args.gpu_memory), indent=2) if args.json
+                else describe_plan(paper, runs, args.nproc, args.gpu_memory))
         print(text)
         return 0
     from augcse.core.outputs import check_writable

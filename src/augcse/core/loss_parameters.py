@@ -28,6 +28,8 @@ class ContrastiveParameters(Section):
     temperature: Temperature = 0.05
     head: HeadName | None = "none"
     gather_across_devices: bool = True
+    # gradient caching: embed this many texts at a time; the gradient is the whole batch's (None: all at once)
+    mini_batch_size: PositiveInt | None = None
 
 
 class SimCSEParameters(ContrastiveParameters):
@@ -95,6 +97,15 @@ class Term(Section):
 class CompositeParameters(Section):
     terms: list[Term] = Field(min_length=1)
     columns: list[str] | None = None
+    mini_batch_size: PositiveInt | None = None  # gradient caching for the shared embedding pass of every term
+
+    @model_validator(mode="after")
+    def _one_embedding_pass(self) -> CompositeParameters:
+        for index, term in enumerate(self.terms):
+            if term.params.get("mini_batch_size") is not None:
+                raise ValueError(f"terms[{index}].params.mini_batch_size: the terms share one embedding pass; "
+                                 "set mini_batch_size on the composite itself")
+        return self
 
 
 # every registered loss; ``None``: a sentence-transformers loss whose parameters are its own constructor's

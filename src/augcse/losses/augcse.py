@@ -101,6 +101,8 @@ class AugCSELoss(ContrastiveLoss):
 
     Args:
         model: SentenceTransformer to train.
+        mini_batch_size: gradient caching: embed this many texts at a time (the gradient stays the whole
+            batch's; less memory, one more forward pass; docs/TRAINING.md). ``None``: the whole batch at once.
         augmentations: the augmentation set (a name such as ``8-aug``, a list, or their number); K = this + 1.
             In a recipe leave it out: it is passed on from the ``augcse_sample`` view (stating both, they must agree).
             Not needed by the variants without a discriminator (``none``, ``negative``), which read no label.

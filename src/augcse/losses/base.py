@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from sentence_transformers.base.losses.merged_forward import embed_columns
 
 from augcse.core.loss_parameters import ContrastiveParameters
+from augcse.losses.gradcache import cached_components
 from augcse.losses.heads import build_head
 from augcse.core.schema import Section, validate
 
@@ -153,6 +154,7 @@ class RoleLoss(nn.Module):
         super().__init__()
         self.model = model
         self.layout: list[str] | None = None  # the dataset's text columns, set by bind()
+        self.mini_batch_size: int | None = None  # gradient caching (augcse.losses.gradcache) when set
 
     def settings(self, params: Mapping[str, Any]) -> Any:
         """``params`` validated by :attr:`Parameters`; one line naming the parameter otherwise."""
@@ -192,12 +194,24 @@ class RoleLoss(nn.Module):
         return dict(zip(layout, features))
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        by_column = self.by_column(sentence_features)
         sources = self.sources()
-        pooled = embed_sources(self.model, by_column, [s for src in sources.values() for s in src])
-        token_features = {s: by_column[s.lstrip(DROPOUT_COPY)] for s in pooled}
         roles = self.contract.roles
-        return self.compute_loss(by_role(sources, roles, pooled), labels, by_role(sources, roles, token_features))
+        return self.from_sources(sentence_features, [s for src in sources.values() for s in src],
+                                 lambda pooled, features: self.compute_loss(
+                                     by_role(sources, roles, pooled), labels, by_role(sources, roles, features)))
+
+    def from_sources(self, sentence_features: Iterable[dict[str, Tensor]], wanted: Sequence[str],
+                     compute: Callable[[dict[str, Tensor], dict[str, dict[str, Tensor]]], dict[str, Tensor]],
+                     ) -> dict[str, Tensor]:
+        """``compute(pooled by source, token features by source)`` for the ``wanted`` sources of this batch:
+        one merged embedding pass, or mini-batch by mini-batch with gradient caching (``mini_batch_size``)."""
+        by_column = self.by_column(sentence_features)
+        unique = list(dict.fromkeys(wanted))
+        features = {s: by_column[s.lstrip(DROPOUT_COPY)] for s in unique}
+        if self.mini_batch_size is None or not torch.is_grad_enabled():
+            return compute(embed_sources(self.model, by_column, unique), features)
+        return cached_components(self, self.model, features, lambda pooled: compute(pooled, features),
+                                 self.mini_batch_size)
 
     def compute_loss(self, pooled: Mapping[str, Any], labels: Tensor | None = None,
                      features: Mapping[str, Any] | None = None) -> dict[str, Tensor]:
@@ -220,6 +234,8 @@ class ContrastiveLoss(RoleLoss):
         temperature: τ of the InfoNCE softmax.
         head: train-only head name (``none``, ``mlp``, ``bn``, ``vascl``), see :mod:`augcse.losses.heads`.
         gather_across_devices: gather in-batch keys across processes (with gradients).
+        mini_batch_size: embed this many texts at a time and cache the gradients (GradCache): the same
+            gradient as the whole batch at once, with one mini-batch of activations in memory.
     """
 
     Parameters = ContrastiveParameters
@@ -231,6 +247,7 @@ class ContrastiveLoss(RoleLoss):
         self.head_name = self.config.head or "none"
         self.head = build_head(self.head_name, model.get_embedding_dimension())
         self.gather_across_devices = self.config.gather_across_devices
+        self.mini_batch_size = self.config.mini_batch_size
 
     def apply_head(self, views: Sequence[Tensor]) -> list[Tensor]:
         """The train-only head over all views at once (batch-norm statistics cover the whole batch),
@@ -238,5 +255,6 @@ class ContrastiveLoss(RoleLoss):
         return list(torch.split(self.head(torch.cat(list(views))), [v.size(0) for v in views]))
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "head": self.head_name,
-                "gather_across_devices": self.gather_across_devices}
+        config = {"temperature": self.temperature, "head": self.head_name,
+                  "gather_across_devices": self.gather_across_devices}
+        return config if self.mini_batch_size is None else {**config, "mini_batch_size": self.mini_batch_size}

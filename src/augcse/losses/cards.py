@@ -41,6 +41,8 @@ class CARDSLoss(ContrastiveLoss):
 
     Args:
         model: SentenceTransformer to train.
+        mini_batch_size: gradient caching: embed this many texts at a time (the gradient stays the whole
+            batch's; less memory, one more forward pass; docs/TRAINING.md). ``None``: the whole batch at once.
         temperature: τ.
         head: train-only head (``mlp``: CARDS trains with SimCSE's Linear+Tanh on ``cls`` and drops it at eval).
         mask_own_text: mask retrieved negatives identical to the row's anchor.

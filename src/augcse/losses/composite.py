@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from augcse.core.loss_parameters import CompositeParameters, loss_settings
 from augcse.losses.base import (
-    DROPOUT_COPY, LABEL, Contract, Role, RoleError, RoleLoss, by_role, check_label_space, embed_sources,
+    DROPOUT_COPY, LABEL, Contract, Role, RoleError, RoleLoss, by_role, check_label_space,
 )
 from augcse.losses.registry import TERMS
 
@@ -59,6 +59,8 @@ class CompositeLoss(RoleLoss):
 
     Args:
         model: SentenceTransformer to train (shared by every term).
+        mini_batch_size: gradient caching: embed this many texts at a time (the gradient stays the whole
+            batch's; less memory, one more forward pass; docs/TRAINING.md). ``None``: the whole batch at once.
         terms: a list of ``{loss: <registered name>, name: <log prefix, default the loss name>, weight: 1.0,
             inputs: {role: column or ``~column``}, params: {…}}``; a role without an entry in ``inputs`` reads
             the column of its own name, else its fallback (a dropout copy of the anchor where the loss says so).
@@ -106,6 +108,7 @@ class CompositeLoss(RoleLoss):
             self.terms[spec["name"]] = term
             self.specs.append({**spec, "weight": float(spec["weight"])})
         self.initial_columns = list(columns) if columns is not None else None
+        self.mini_batch_size = config.get("mini_batch_size")
         self.contract = self.contract_for(config)
         if columns is not None:  # text columns; the label column goes with them when a term reads it
             self.bind([*columns, *([LABEL] if self.contract.labels is not None else [])])
@@ -148,10 +151,9 @@ class CompositeLoss(RoleLoss):
         return term_sources(term.contract, spec["inputs"], self.columns(), f"composite term {spec['name']!r}")
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        by_column = self.by_column(sentence_features)
         sources = {spec["name"]: self._sources(spec) for spec in self.specs}
-        pooled = embed_sources(self.model, by_column, [s for src in sources.values() for v in src.values() for s in v])
-        return self.compute_loss(pooled, labels, {s: by_column[s.lstrip(DROPOUT_COPY)] for s in pooled})
+        return self.from_sources(sentence_features, [s for src in sources.values() for v in src.values() for s in v],
+                                 lambda pooled, features: self.compute_loss(pooled, labels, features))
 
     def compute_loss(self, pooled: Mapping[str, Any], labels: Tensor | None = None,
                      features: Mapping[str, Any] | None = None) -> dict[str, Tensor]:
@@ -172,8 +174,9 @@ class CompositeLoss(RoleLoss):
         return {f"{name}/{k}": v for name, term in self.terms.items() for k, v in term.pop_metrics().items()}
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"columns": self.initial_columns,
-                "terms": [{**spec, "config": self.terms[spec["name"]].get_config_dict()} for spec in self.specs]}
+        config = {"columns": self.initial_columns,
+                  "terms": [{**spec, "config": self.terms[spec["name"]].get_config_dict()} for spec in self.specs]}
+        return config if self.mini_batch_size is None else {**config, "mini_batch_size": self.mini_batch_size}
 
 
 __all__ = ["CompositeLoss", "term_sources", "LABEL"]

@@ -82,7 +82,7 @@ def _block_logits(
         bump[row_index, cols] = block.diag_offset
         logits = logits + bump
     if pattern == "offdiag":
-        logits = logits.index_put((row_index, cols), torch.tensor(float("-inf"), device=logits.device))
+        logits = logits.index_put((row_index, cols), torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device))
     if block.key_ids is not None and query_ids is not None:
         key_ids = gather(block.key_ids) if (distributed and block.gather) else block.key_ids
         same = query_ids.unsqueeze(1) == key_ids.unsqueeze(0)

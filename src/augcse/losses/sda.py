@@ -27,6 +27,8 @@ class SDALoss(ContrastiveLoss):
 
     Args:
         model: SentenceTransformer to train.
+        mini_batch_size: gradient caching: embed this many texts at a time (the gradient stays the whole
+            batch's; less memory, one more forward pass; docs/TRAINING.md). ``None``: the whole batch at once.
         margin: δ ≥ 0 (it relaxes the negation; 0 is a plain hard negative); 0.5 in the paper's Table 3
             (Fig. 5b finds 0.3 best for DN).
         neg_block: ``diag`` (default, as Eq. 4 is written: only the row's own negation) or ``all`` (every

@@ -24,6 +24,8 @@ class SimCSELoss(ContrastiveLoss):
 
     Args:
         model: SentenceTransformer to train.
+        mini_batch_size: gradient caching: embed this many texts at a time (the gradient stays the whole
+            batch's; less memory, one more forward pass; docs/TRAINING.md). ``None``: the whole batch at once.
         temperature: τ (0.05 in the paper).
         head: train-only head: ``mlp`` (SimCSE's Linear+Tanh, the ``cls`` pooler), ``bn``, ``none``.
         symmetric: average with the positive→anchor direction.

@@ -45,6 +45,8 @@ class VaSCLLoss(ContrastiveLoss):
 
     Args:
         model: SentenceTransformer to train.
+        mini_batch_size: gradient caching: embed this many texts at a time (the gradient stays the whole
+            batch's; less memory, one more forward pass; docs/TRAINING.md). ``None``: the whole batch at once.
         topk: K neighbours (code default 16; the paper does not give it).
         eps: Δ, the perturbation norm (15 for RoBERTa-base/DistilRoBERTa, 30 for RoBERTa-large).
         xi: probe magnitude ξ of the random start; ``None`` uses Δ, as the code does.

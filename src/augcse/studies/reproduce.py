@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -52,6 +53,16 @@ class Throughput:
     large_slowdown: float
 
 
+@dataclass(frozen=True)
+class Memory:
+    """The GPU-memory estimate's constants (``data/reproduce.yaml``, ``memory``) and where they come from."""
+
+    bytes_per_parameter: float
+    activation_gib: float
+    source: str
+    encoders: dict[str, list[float]]
+
+
 def _row(paper: str, spec: dict[str, Any]) -> Row:
     spec = dict(spec)
     row = Row(name=spec.pop("name"), published=tuple(spec.pop("published")), recipe=spec.pop("recipe", None),
@@ -74,6 +85,12 @@ def _row(paper: str, spec: dict[str, Any]) -> Row:
     for row_id in row.published:
         published(row_id)  # every figure a row is compared with exists
     return row
+
+
+@cache
+def memory_model() -> Memory:
+    data = yaml.safe_load(resources.files("augcse").joinpath("data/reproduce.yaml").read_text(encoding="utf-8"))
+    return Memory(**data["memory"])
 
 
 @cache
@@ -143,6 +160,71 @@ def gpu_hours(run: Run, nproc: int = 1) -> float:
         sentences = corpus * training.get("num_train_epochs", 1)
     speed = spec.sentences_per_second / (spec.large_slowdown if "large" in run.recipe.model.backbone else 1.0)
     return sentences / speed / 3600
+
+
+def texts_per_example(recipe: Recipe) -> int | None:
+    """How many texts the loss encodes per training example (its columns and dropout copies); None if unknown."""
+    from augcse.losses import LOSSES
+    from augcse.text.views import produced_columns
+
+    produced = produced_columns(recipe.data.views)
+    columns = ["anchor" if c == "text" else c for c, v in produced.items() if v is None]
+    try:
+        contract = LOSSES[recipe.loss.name].contract_for(recipe.loss.params)
+        sources = contract.assign(columns, any(v is not None for v in produced.values()))
+    except (KeyError, ValueError, NotImplementedError):
+        return None
+    return sum(len(s) for s in sources.values())
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """Estimated GPU memory of one training process, and the gradient-caching mini-batch that fits a budget."""
+
+    gib: float
+    mini_batch_size: int | None  # what the recipe sets
+    fits_with: int | None = None  # the largest power-of-two mini-batch that fits the budget (None: none needed)
+    fits: bool = True
+
+
+def estimate_gib(shape: Sequence[float], tokens: int, texts_alive: int) -> float:
+    """Weights, gradients and optimizer state of an encoder of ``shape`` (parameters, layers, hidden units)
+    plus the activations of ``texts_alive`` texts of ``tokens`` tokens (:class:`Memory`)."""
+    spec = memory_model()
+    parameters, layers, hidden = shape
+    return parameters * spec.bytes_per_parameter / 2**30 + spec.activation_gib * texts_alive * tokens * layers * hidden
+
+
+def gpu_memory(run: Run, budget_gib: float | None = None) -> MemoryNeed | None:
+    """An estimate (:class:`Memory`), per process; None for an evaluation row or an encoder of unknown shape."""
+    if run.recipe is None:
+        return None
+    spec = memory_model()
+    shape = spec.encoders.get(run.recipe.model.backbone)
+    texts = texts_per_example(run.recipe)
+    if shape is None or texts is None:
+        return None
+    tokens = run.recipe.model.max_seq_length or 512
+    batch = run.recipe.training.get("per_device_train_batch_size", 8)
+    mini = run.recipe.loss.params.get("mini_batch_size") if isinstance(run.recipe.loss.params, dict) else None
+    need = estimate_gib(shape, tokens, mini if mini else texts * batch)
+    if budget_gib is None or need <= budget_gib:
+        return MemoryNeed(round(need, 1), mini)
+    room = int((budget_gib - estimate_gib(shape, tokens, 0)) / (estimate_gib(shape, tokens, 1) - estimate_gib(shape, tokens, 0)))
+    fits_with = 2 ** (room.bit_length() - 1) if room >= 1 else None
+    return MemoryNeed(round(need, 1), mini, fits_with, False)
+
+
+def describe_memory(need: MemoryNeed | None) -> str:
+    if need is None:
+        return "memory: no estimate"
+    text = f"≈{need.gib:.1f} GiB/GPU"
+    if need.mini_batch_size:
+        text += f" with mini_batch_size {need.mini_batch_size}"
+    if not need.fits:
+        text += (f", over the budget: set loss.params.mini_batch_size={need.fits_with}" if need.fits_with
+                 else ", over the budget even with gradient caching")
+    return text
 
 
 # --------------------------------------------------------------------------- executing
@@ -277,8 +359,13 @@ def row_settings(paper: Paper, runs: list[Run]) -> list[dict[str, Any]]:
     return out
 
 
-def plan_json(paper: Paper, runs: list[Run], nproc: int) -> dict[str, Any]:
-    """The dry run for tools: runs, published figures, per-row deviations and GPU-hours."""
+def _memory_json(need: MemoryNeed | None) -> dict[str, Any] | None:
+    return None if need is None else {"gib_estimate": need.gib, "fits": need.fits,
+                                       "mini_batch_size": need.mini_batch_size, "mini_batch_size_to_fit": need.fits_with}
+
+
+def plan_json(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float | None = None) -> dict[str, Any]:
+    """The dry run for tools: runs, published figures, per-row deviations, GPU-hours and GPU memory."""
     rows = list(dict.fromkeys(run.row for run in runs))
     return {
         "paper": paper.name, "title": paper.title,
@@ -287,16 +374,18 @@ def plan_json(paper: Paper, runs: list[Run], nproc: int) -> dict[str, Any]:
                   "evaluate": run.model, "tasks": run.tasks or run.row.tasks_spec(),
                   "eval_poolers": dict(run.row.eval_poolers), "all_metrics": list(run.row.all_metrics),
                   "main": run.row.main,
-                  "gpu_hours": round(gpu_hours(run, nproc), 3)} for run in runs],
+                  "gpu_hours": round(gpu_hours(run, nproc), 3),
+                  "gpu_memory": _memory_json(gpu_memory(run, gpu_memory_gib))} for run in runs],
         "published": {row.name: {ref: {k: v for k, v in published(ref).scores.items()
                                        if k in headline_figures(row, published(ref))} for ref in row.published}
                       for row in rows},
         "settings": row_settings(paper, runs),
         "gpu_hours_to_run": round(sum(gpu_hours(run, nproc) for run in runs if not run.done), 3),
+        "gpu_memory_source": f"an estimate, {memory_model().source}",
     }
 
 
-def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
+def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float | None = None) -> str:
     spec = throughput()
     out = [f"{paper.title}", "", f"{len(runs)} runs:"]
     for run in runs:
@@ -309,7 +398,8 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
             what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler}) on {run.tasks or run.row.tasks_spec()}"
             what += "".join(f"; {suite} with every metric" for suite in run.row.all_metrics)
         kind = "main" if run.row.main else "ablation/baseline"
-        out.append(f"  {run.run_dir}  [{kind}; {state}; {gpu_hours(run, nproc):.2f} GPU-h]  {what}")
+        memory = f"; {describe_memory(gpu_memory(run, gpu_memory_gib))}" if run.trained else ""
+        out.append(f"  {run.run_dir}  [{kind}; {state}; {gpu_hours(run, nproc):.2f} GPU-h{memory}]  {what}")
     out += ["", "Published figures compared with:"]
     for row in dict.fromkeys(run.row for run in runs):
         for ref in map(published, row.published):
@@ -327,4 +417,6 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int) -> str:
     total = sum(gpu_hours(run, nproc) for run in runs if not run.done)
     out += ["", f"GPU-hours still to run: {total:.1f} at {spec.sentences_per_second:g} sentences/s per GPU "
                 f"(documented, not measured here: {spec.source})"]
+    budget = f" against --gpu-memory {gpu_memory_gib:g} GiB" if gpu_memory_gib else " (--gpu-memory GiB checks them against a GPU)"
+    out += [f"GPU memory per process{budget}: an estimate, {memory_model().source}"]
     return "\n".join(out)
