@@ -33,7 +33,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import yaml
+from augcse.core import yamlfile
 
 logger = logging.getLogger(__name__)
 MIRROR_ENV = "AUGCSE_DOWNLOAD_MIRROR"
@@ -88,7 +88,7 @@ class Source:
 @cache
 def sources() -> tuple[Source, ...]:
     text = resources.files("augcse").joinpath("data/downloads.yaml").read_text(encoding="utf-8")
-    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # read by every task registry
+    data = yamlfile.load(text)  # read by every task registry
     out = []
     for spec in data["sources"]:
         members = tuple(Member(m["target"], tuple(m["inputs"]), m.get("convert", "copy"), m.get("option"))

@@ -108,6 +108,18 @@ class CompositeParameters(Section):
         return self
 
 
+# the losses whose every row needs other rows of its batch as negatives: a batch of one trains nothing
+IN_BATCH_NEGATIVES = frozenset({"simcse", "augcse", "sda", "vascl", "cards", "ct"})
+
+
+def needs_in_batch_negatives(name: str, params: Mapping[str, Any]) -> bool:
+    """Whether the loss ``name`` with ``params`` (a composite: any of its terms) contrasts a row with others."""
+    if name == "composite":
+        return any(isinstance(term, Mapping) and term.get("loss") in IN_BATCH_NEGATIVES
+                   for term in params.get("terms") or [])
+    return name in IN_BATCH_NEGATIVES
+
+
 # every registered loss; ``None``: a sentence-transformers loss whose parameters are its own constructor's
 # (checked against that signature once the class loads)
 LOSS_PARAMETERS: dict[str, type[Section] | None] = {

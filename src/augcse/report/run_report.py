@@ -23,6 +23,7 @@ from augcse.evaluation.tasks import SUITES, is_average, load_builtin_tasks
 from augcse.evaluation.versions import VERSIONS_KEY
 from augcse.core.document import Code, Document, Heading, Image, Paragraph, Table
 from augcse.report.plots import curve_series, training_curves
+from augcse.core import yamlfile
 
 BEST = {"losses": min, "dev score": max, "discriminator accuracy": max}  # panels whose values have a best
 REPORT_DIR = "report"  # pictures written by the report
@@ -85,7 +86,7 @@ def load_run(run_dir: str | Path) -> Run:
     run = Run(path.resolve())
     recipe_file = path / "recipe.yaml"
     if recipe_file.is_file():
-        loaded = yaml.safe_load(recipe_file.read_text(encoding="utf-8"))
+        loaded = yamlfile.load(recipe_file.read_text(encoding="utf-8"))
         run.recipe = loaded if isinstance(loaded, dict) else {}
     log_file = path / "log.jsonl"
     if log_file.is_file():

@@ -11,11 +11,11 @@ import re
 from functools import cache
 from importlib import resources
 
-import yaml
 
 from augcse.studies.published import published, published_table
 from augcse.core.document import markdown_row, markdown_rule
 from augcse.studies.reproduce import papers
+from augcse.core import yamlfile
 
 COMMAND = "python -m augcse.studies.coverage > docs/COVERAGE.md"
 PAPER_NAMES = {"simcse": "SimCSE", "augcse": "AugCSE", "sda": "SDA", "vascl": "VaSCL", "cards": "CARDS"}
@@ -24,7 +24,7 @@ PAPER_NAMES = {"simcse": "SimCSE", "augcse": "AugCSE", "sda": "SDA", "vascl": "V
 @cache
 def not_covered() -> dict[str, list[dict[str, str]]]:
     text = resources.files("augcse").joinpath("data/coverage.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)["not_covered"]
+    return yamlfile.load(text)["not_covered"]
 
 
 def covered() -> dict[str, list[str]]:

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 import yaml
+from augcse.core import yamlfile
 
 MISSING = object()  # a key the resolved recipe does not have
 _INDEX = re.compile(r"^(?P<key>[^\[]+)((?:\[\d+\])*)$")
@@ -85,7 +86,7 @@ def _setting(key: str, spec: dict[str, Any], where: str) -> Setting:
 @cache
 def _table() -> dict[str, Any]:
     text = resources.files("augcse").joinpath("data/paper_settings.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return yamlfile.load(text)
 
 
 def settings(paper: str, row: str) -> list[Setting]:

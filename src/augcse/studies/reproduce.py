@@ -22,8 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 
+from augcse.core import yamlfile
 from augcse.studies import paper_settings
 from augcse.studies.published import SCORE_COLUMNS, Published, Reported, published
 from augcse.training.recipes.config import Recipe, load_recipe
@@ -89,14 +89,14 @@ def _row(paper: str, spec: dict[str, Any]) -> Row:
 
 @cache
 def memory_model() -> Memory:
-    data = yaml.safe_load(resources.files("augcse").joinpath("data/reproduce.yaml").read_text(encoding="utf-8"))
+    data = yamlfile.load(resources.files("augcse").joinpath("data/reproduce.yaml").read_text(encoding="utf-8"))
     return Memory(**data["memory"])
 
 
 @cache
 def _plan_data() -> tuple[dict[str, Paper], Throughput]:
     text = resources.files("augcse").joinpath("data/reproduce.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = yamlfile.load(text)
     papers = {
         name: Paper(name, spec["title"], tuple(_row(name, r) for r in spec["rows"]),
                     tuple(_row(name, r) for r in spec.get("checkpoints", ())))

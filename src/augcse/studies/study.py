@@ -35,6 +35,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from augcse.studies.runs import RESERVED_KEYS, Evaluate, Row, Run, check_overrides, plan_runs, run_all
 from augcse.core.schema import Budgets, RecipeError, Section, validate
+from augcse.core import yamlfile
 
 START = "start"
 RESERVED = {**RESERVED_KEYS, "seed": "use seeds:", "output_dir": "use --output",
@@ -171,7 +172,9 @@ def load_grid(path: str | Path) -> Grid:
     if not path.is_file():
         raise FileNotFoundError(f"grid file {str(path)!r} does not exist")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlfile.load(path.read_text(encoding="utf-8"))
+    except yamlfile.DuplicateKeyError as exc:
+        raise GridError(f"grid {path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

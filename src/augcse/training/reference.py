@@ -34,6 +34,7 @@ from augcse.core.schema import describe
 from augcse.training.run import training_arguments
 from augcse.text.views import VIEWS
 from augcse.text.views.base import REMOVED
+from augcse.core import yamlfile
 
 COMMAND = "python -m augcse.training.reference > docs/RECIPES.md"
 MACHINE_DEPENDENT = ("use_cpu",)  # trainer defaults that depend on the machine, left out of the table
@@ -367,7 +368,7 @@ def recipes_section() -> list[str]:
         # the first sentence; an abbreviation (App. A, Eq. 6, Fig. 5, Tab. 3) does not end it
         header = re.split(r"(?<=[.)])(?<!App\.)(?<!Eq\.)(?<!Fig\.)(?<!Tab\.)(?<!Sec\.)\s+(?=[A-Z])", comment,
                           maxsplit=1)[0]
-        values = yaml.safe_load(text) or {}
+        values = yamlfile.load(text) or {}
         loss = (values.get("loss") or {}).get("name", "simcse")
         backbone = (values.get("model") or {}).get("backbone", "")
         rows.append((f"`{name}`", f"`{loss}`", f"`{backbone}`", header))

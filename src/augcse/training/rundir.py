@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from augcse.core import yamlfile
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ class RunFolder:
                                  "--overwrite")
         stored_file = self.path / RECIPE
         if stored_file.is_file():
-            stored = yaml.safe_load(stored_file.read_text()) or {}
+            stored = yamlfile.load(stored_file.read_text()) or {}
             current = yaml.safe_load(yaml.safe_dump(recipe, sort_keys=False))
             changes = changed_keys(stored, current)
             refused = [f"{key} ({a!r} → {b!r})" for key, (a, b) in changes.items() if key not in RESUMABLE_CHANGES]

@@ -8,6 +8,7 @@ Command-line overrides use dotted keys: ``training.learning_rate=1e-5 data.limit
 from __future__ import annotations
 
 import enum
+import os
 import re
 import types
 from pathlib import Path
@@ -16,7 +17,8 @@ from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type
 import yaml
 from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
 
-from augcse.core.loss_parameters import LOSS_PARAMETERS, loss_settings
+from augcse.core import yamlfile
+from augcse.core.loss_parameters import LOSS_PARAMETERS, loss_settings, needs_in_batch_negatives
 from augcse.core.names import suggest
 from augcse.core.schema import (
     Budgets, KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError,
@@ -246,7 +248,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if "=" not in text:
         raise RecipeError(f"override {text!r} must look like key.path=value (e.g. training.learning_rate=1e-5)")
     key, raw = text.split("=", 1)
-    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None
+    try:
+        return key.strip().split("."), yamlfile.load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"override {text!r} is not valid YAML: {str(exc).splitlines()[0]}") from None
 
 
 def _step(node: Any, part: str, text: str) -> tuple[Any, str | int]:
@@ -315,8 +320,25 @@ def validate_recipe(values: dict | Recipe) -> Recipe:
 
     recipe.data.views = validate_view_specs(recipe.data.views)
     _validate_training(recipe.training)
+    _validate_negatives(recipe)
     _validate_components(recipe)
     return recipe
+
+
+def _validate_negatives(recipe: Recipe) -> None:
+    """A loss that contrasts each row with the others refuses a batch with no other row: its loss and gradient
+    would be exactly zero at every step. Under torchrun the processes' batches count together when the loss
+    gathers across them (``WORLD_SIZE``)."""
+    if not needs_in_batch_negatives(recipe.loss.name, recipe.loss.params):
+        return
+    per_device = recipe.training.get("per_device_train_batch_size", 8)
+    processes = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    gathers = recipe.loss.params.get("gather_across_devices", True) is not False
+    if per_device < 2 and (processes < 2 or not gathers):
+        where = "" if processes < 2 else f" (and {processes} processes do not gather across devices)"
+        raise RecipeError(f"recipe key 'training.per_device_train_batch_size': {recipe.loss.name} contrasts each "
+                          f"sentence with the others of its batch, and a batch of {per_device}{where} has none, so "
+                          "it would train nothing; use 2 or more (the papers use 64-1024)")
 
 
 def load_recipe(source: str | Path | None = None, name: str | None = None, overrides: list[str] | None = None) -> Recipe:
@@ -333,7 +355,7 @@ def load_recipe(source: str | Path | None = None, name: str | None = None, overr
         if not path.is_file():
             raise RecipeError(f"recipe file {path} does not exist")
     try:
-        values = yaml.safe_load(path.read_text())
+        values = yamlfile.load(path.read_text())
     except yaml.YAMLError as exc:
         raise RecipeError(f"recipe {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if values is None:
