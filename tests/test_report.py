@@ -226,3 +226,18 @@ def test_document_markdown_and_html_agree(tmp_path: Path) -> None:
     md = doc.to_markdown(tmp_path)
     assert "| a\\|b | 1.00 |" in md and "![pic](img/a.png)" in md
     assert '<td class="num">1.00</td>' in doc.to_html()
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+@pytest.mark.parametrize("content", ['{"after": {"STSBenchmark": 8', "[1, 2]"])
+def test_a_damaged_eval_json_is_an_error_naming_it(tmp_path: Path, capsys, command: str, content: str) -> None:
+    from augcse.commands.main import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "recipe.yaml").write_text("name: run\nloss: {name: simcse}\n")
+    (run / "eval.json").write_text(content)
+    assert main([command, str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"augcse {command}: error: {run / 'eval.json'} ") and "\n" not in err
+    assert "restore it, or move it away" in err

@@ -108,14 +108,19 @@ def load_run(run_dir: str | Path) -> Run:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``; ``{}`` when missing or cut short."""
+    """A JSON object from ``path``; ``{}`` when missing. A file that is there but unreadable is an error naming
+    it: a damaged record must not read as a run without scores."""
     if not path.is_file():
         return {}
     try:
         loaded = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON ({str(exc).splitlines()[0]}): it was cut short or edited; "
+                         "restore it, or move it away to report the run without it") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path} holds a JSON {type(loaded).__name__}, not the object augcse writes there; "
+                         "restore it, or move it away to report the run without it")
+    return loaded
 
 
 def single_task_averages_dropped(scores: dict[str, float]) -> dict[str, float]:
