@@ -341,3 +341,30 @@ def test_reproduce_into_a_read_only_folder_is_refused_before_any_run(read_only_d
     assert capsys.readouterr().err.strip().splitlines() == [
         f"augcse reproduce: error: --output {read_only_dir / 'out'}: cannot write there (Read-only file system); "
         "choose a writable folder"]
+
+
+def test_an_edited_recipe_yaml_is_refused_on_resume_and_the_checkpoints_own_recipe_finishes(
+        reference, tmp_path, tiny_model_dir, data_dir):
+    """A resume is held to the recipe stored inside the checkpoint, not to the run folder's editable copy."""
+    recipe = write_recipe(tmp_path, tiny_model_dir, data_dir, "edit")
+    run = tmp_path / "edit" / "run"
+    assert not kill_at_step(recipe, run, 5, ())
+    last = latest_checkpoint(run)
+    assert last is not None and (last / "recipe.yaml").is_file()
+    edited = yaml.safe_load((run / "recipe.yaml").read_text())
+    edited["loss"]["params"]["temperature"] = 0.5
+    edited["training"]["per_device_train_batch_size"] = 4
+    (run / "recipe.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
+    result = subprocess.run(command(run / "recipe.yaml", "--resume"), env=ENV, capture_output=True, text=True,
+                            timeout=600)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("augcse train: error:")]
+    assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
+    assert errors[0] == (f"augcse train: error: --resume: the recipe differs from the one {last.name} was trained "
+                         "with: loss.params.temperature (0.05 → 0.5); training.per_device_train_batch_size (8 → 4); "
+                         f"resume with that recipe (augcse train {last / 'recipe.yaml'} --resume) or start a new "
+                         "run (a resume may change only training.learning_rate, training.max_grad_norm, "
+                         "skip_nonfinite_steps, keep_checkpoints)")
+    subprocess.run(command(last / "recipe.yaml", "--resume"), env=ENV, check=True, capture_output=True, timeout=600)
+    got = weights(run)
+    for key in reference:
+        torch.testing.assert_close(got[key], reference[key], rtol=0, atol=1e-6, msg=key)

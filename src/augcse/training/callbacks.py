@@ -10,9 +10,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+import yaml
 from transformers import TrainerCallback
 
-from augcse.training.rundir import LOSS_STATE
+from augcse.training.rundir import LOSS_STATE, RECIPE
 
 logger = logging.getLogger(__name__)
 
@@ -82,14 +83,19 @@ def truncate_log(path: Path, step: int) -> None:
 
 
 class LossStateCheckpoint(TrainerCallback):
-    """Save the loss's own parameters (train-only heads, discriminators) into each checkpoint, so resume is exact."""
+    """Save the loss's own parameters (train-only heads, discriminators) into each checkpoint, so resume is exact,
+    and the recipe the steps so far were trained with, which a resume is held to (the run folder's
+    ``recipe.yaml`` is the user's to read and copy, and may be edited)."""
 
-    def __init__(self, loss: torch.nn.Module) -> None:
+    def __init__(self, loss: torch.nn.Module, recipe: dict | None = None) -> None:
         self.loss = loss
+        self.recipe = recipe
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if self.recipe is not None:  # before the loss state, whose presence marks the checkpoint complete
+                (folder / RECIPE).write_text(yaml.safe_dump(self.recipe, sort_keys=False), encoding="utf-8")
             state_dict = {k: v for k, v in self.loss.state_dict().items() if not k.startswith("model.")}
             torch.save(state_dict, folder / LOSS_STATE)
 

@@ -321,7 +321,7 @@ def build_trainer(recipe: Recipe, setup: Setup, extra_callbacks: list):
     trainer = Trainer(
         model=setup.model, args=args, train_dataset=setup.train_dataset, loss=loss, evaluator=setup.evaluator,
         data_collator=collator,
-        callbacks=[JsonlLogger(recipe.run_dir / "log.jsonl", loss), LossStateCheckpoint(loss), DrawEpoch(),
+        callbacks=[JsonlLogger(recipe.run_dir / "log.jsonl", loss), LossStateCheckpoint(loss, recipe.to_dict()), DrawEpoch(),
                    SyncLossGradients(loss), *extra_callbacks],
     )
     for integration in get_reporting_integration_callbacks(args.report_to):

@@ -36,6 +36,8 @@ RECIPE = "recipe.yaml"
 FINISHED = "summary.json"
 # recipe keys a resumed run may change; the recipe it started with is kept as recipe.until-step-N.yaml
 RESUMABLE_CHANGES = ("training.learning_rate", "training.max_grad_norm", "skip_nonfinite_steps", "keep_checkpoints")
+# where the run folder is, not how it trains: a run moved to another disk resumes from its new place
+LOCATION = ("output_dir",)
 
 
 # The lock files this process holds. A forked child (a dataloader worker) closes its copies at once: an
@@ -147,15 +149,18 @@ class RunFolder:
             raise RunFolderError(f"--resume: no complete checkpoint in {self.path}{seen}; start again with "
                                  "--overwrite")
         stored_file = self.path / RECIPE
-        if stored_file.is_file():
-            stored = yamlfile.load(stored_file.read_text()) or {}
+        # the recipe the checkpoint's steps were trained with; a checkpoint written before checkpoints held their
+        # recipe is held to the run folder's copy
+        trained_with = last / RECIPE if (last / RECIPE).is_file() else stored_file
+        if trained_with.is_file():
+            stored = yamlfile.load(trained_with.read_text()) or {}
             current = yaml.safe_load(yaml.safe_dump(recipe, sort_keys=False))
-            changes = changed_keys(stored, current)
+            changes = {k: v for k, v in changed_keys(stored, current).items() if k not in LOCATION}
             refused = [f"{key} ({a!r} → {b!r})" for key, (a, b) in changes.items() if key not in RESUMABLE_CHANGES]
             if refused:
-                raise RunFolderError(f"--resume: the recipe differs from the one {self.path} was started with: "
-                                     f"{'; '.join(refused)}; resume with the stored recipe "
-                                     f"(augcse train {stored_file} --resume) or start a new run (a resume may "
+                raise RunFolderError(f"--resume: the recipe differs from the one {last.name} was trained with: "
+                                     f"{'; '.join(refused)}; resume with that recipe "
+                                     f"(augcse train {trained_with} --resume) or start a new run (a resume may "
                                      f"change only {', '.join(RESUMABLE_CHANGES)})")
             if changes:
                 self.changes = changes
