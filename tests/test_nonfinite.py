@@ -157,3 +157,27 @@ def test_a_diverging_cli_run_exits_1_with_one_line(tmp_path, tiny_model_dir, dat
     assert not (run_dir / "final").exists()
     for folder in checkpoints(run_dir):
         assert finite(folder)
+
+
+def test_a_diverging_rate_is_recovered_by_the_command_the_message_prints(tmp_path, tiny_model_dir, data_dir):
+    """learning_rate=1e6 wrecks the weights at the first step; no checkpoint after it may be called good, and
+    the command the one line prints (whatever it is) finishes with finite weights."""
+    import re
+    import subprocess
+    import sys
+
+    path = write_recipe(tmp_path, tiny_model_dir, data_dir, learning_rate=1e6, save_steps=1, save_total_limit=10)
+    env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "augcse", "train", str(path)], env=env, capture_output=True,
+                            text=True, timeout=600)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("augcse train: error:")]
+    assert result.returncode == 1 and len(errors) == 1, result.stderr[-3000:]
+    stopped = int(re.search(r"the run stopped at step (\d+)", errors[0]).group(1))
+    assert f"checkpoint-{stopped - 1} is the last good checkpoint" not in errors[0]
+    command = re.search(r"e\.g\. (augcse train \S+ training\.learning_rate=(\S+) --(resume|overwrite))", errors[0])
+    assert command is not None and float(command.group(2)) <= 1e-4, errors[0]
+    follow = subprocess.run([sys.executable, "-m", "augcse", *command.group(1).split()[1:]], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert follow.returncode == 0, follow.stderr[-3000:]
+    run_dir = tmp_path / "runs" / "run"
+    assert finite(run_dir / "final") and json.loads((run_dir / "summary.json").read_text())["global_step"] == STEPS

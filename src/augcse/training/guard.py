@@ -19,11 +19,14 @@ logger = logging.getLogger(__name__)
 
 
 class NonFiniteError(RuntimeError):
-    """A loss component or the gradient norm was NaN or infinite at ``step`` and no more skips were allowed."""
+    """A loss component or the gradient norm was NaN or infinite at ``step`` and no more skips were allowed.
 
-    def __init__(self, step: int, what: str, value: float) -> None:
+    ``probe``: the run's first batch and its loss then, ``(inputs, loss)``, to tell a checkpoint whose
+    weights still give a sound loss from one already wrecked (:func:`sound`)."""
+
+    def __init__(self, step: int, what: str, value: float, probe: tuple[tuple, float] | None = None) -> None:
         super().__init__(f"step {step}: {what} is {value}")
-        self.step, self.what, self.value = step, what, value
+        self.step, self.what, self.value, self.probe = step, what, value, probe
 
 
 def _first_nonfinite(output) -> tuple[str, float] | None:
@@ -45,6 +48,7 @@ class NonFiniteGuard(TrainerCallback):
         self.skipped: list[int] = []
         self.step = 1
         self.bad: tuple[str, float] | None = None
+        self.probe: tuple[tuple, float] | None = None  # the first batch and its loss (see NonFiniteError)
         self._hook = loss.register_forward_hook(self._check_loss)
 
     def remove(self) -> None:
@@ -61,10 +65,12 @@ class NonFiniteGuard(TrainerCallback):
         found = _first_nonfinite(output)
         if found is not None:
             self._record(*found)
+        elif self.probe is None:
+            self.probe = (inputs, total(output))
 
     def _record(self, what: str, value: float) -> None:
         if len(self.skipped) >= self.allowed_skips:
-            raise NonFiniteError(self.step, what, value)
+            raise NonFiniteError(self.step, what, value, self.probe)
         self.bad = (what, value)
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
@@ -80,6 +86,32 @@ class NonFiniteGuard(TrainerCallback):
         self.skipped.append(self.step)
         logger.warning("step %d skipped: %s is %s (%d of %d allowed non-finite steps used)", self.step,
                        self.bad[0], self.bad[1], len(self.skipped), self.allowed_skips)
+
+
+def total(output) -> float:
+    """The loss a trainer minimises: the sum of a loss module's named components (or the one tensor)."""
+    parts = output.values() if isinstance(output, dict) else [output]
+    return float(sum(float(v.detach().sum()) for v in parts))
+
+
+# a checkpoint is sound when its weights give the first batch a finite loss no larger than this many times the
+# loss that batch had at the first step, plus one nat (a wrecked encoder's loss is near log of the batch size)
+SPIKE_FACTOR = 10.0
+
+
+def sound(loss: torch.nn.Module, probe: tuple[tuple, float]) -> bool:
+    """Whether ``loss`` (with the weights loaded into it) gives the probe batch a finite, unspiked loss.
+
+    Evaluated without dropout and without gradients; the loss module is left in training mode again."""
+    inputs, first = probe
+    was_training = loss.training
+    loss.eval()
+    try:
+        with torch.no_grad():
+            value = total(loss(*inputs))
+    finally:
+        loss.train(was_training)
+    return math.isfinite(value) and value <= SPIKE_FACTOR * abs(first) + 1.0
 
 
 def all_finite(module: torch.nn.Module) -> bool:

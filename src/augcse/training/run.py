@@ -377,6 +377,39 @@ def last_finite_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
+# a suggested learning rate never exceeds this: above every rate the papers fine-tune with
+HIGHEST_SUGGESTED_RATE = 1e-4
+
+
+def recovery_checkpoint(run_dir: Path, setup: Setup, probe: tuple[tuple, float] | None) -> Path | None:
+    """The newest checkpoint whose weights still train soundly (:func:`augcse.training.guard.sound` on the run's
+    first batch); newer ones, finite but wrecked, are set aside as ``diverged-checkpoint-N`` so ``--resume``
+    continues from the sound one. Without a probe, the newest finite checkpoint."""
+    from augcse.training.callbacks import restore_loss_state
+    from augcse.training.guard import sound
+
+    while (last := last_finite_checkpoint(run_dir)) is not None:
+        if probe is None or _sound_checkpoint(last, setup, probe, sound, restore_loss_state):
+            return last
+        aside = last.with_name(f"diverged-{last.name}")
+        shutil.rmtree(aside, ignore_errors=True)
+        last.rename(aside)
+        logger.warning("%s gives the first batch a non-finite or exploded loss: set aside as %s", last.name, aside.name)
+    return None
+
+
+def _sound_checkpoint(checkpoint: Path, setup: Setup, probe, sound, restore_loss_state) -> bool:
+    from safetensors.torch import load_file
+
+    encoder = setup.model[0].auto_model
+    state = {}
+    for file in checkpoint.glob("*.safetensors"):
+        state.update(load_file(str(file), device=str(next(encoder.parameters()).device)))
+    encoder.load_state_dict(state, strict=False)
+    restore_loss_state(setup.loss, checkpoint)
+    return sound(setup.loss, probe)
+
+
 def nonfinite_error(recipe: Recipe, setup: Setup, exc: NonFiniteError) -> RunError:
     """One line: the step, what was not finite, the likely causes, and how to continue from the last good checkpoint."""
     causes = [f"the learning rate ({setup.args.learning_rate:g}) is too high"]
@@ -384,15 +417,15 @@ def nonfinite_error(recipe: Recipe, setup: Setup, exc: NonFiniteError) -> RunErr
     if isinstance(temperature, (int, float)):
         causes.append(f"the loss temperature ({temperature:g}) is too low")
     causes.append("a batch is bad")
-    last = last_finite_checkpoint(recipe.run_dir)
-    lower = f"training.learning_rate={setup.args.learning_rate / 10:g}"
+    last = recovery_checkpoint(recipe.run_dir, setup, exc.probe)
+    lower = f"training.learning_rate={min(setup.args.learning_rate / 10, HIGHEST_SUGGESTED_RATE):g}"
     stored = recipe.run_dir / RECIPE_FILE
     if last is not None:
         how = (f"{last.name} is the last good checkpoint: continue from it with a lower rate, e.g. augcse train "
                f"{stored} {lower} --resume, or allow skipped steps with skip_nonfinite_steps=N")
     else:
-        how = (f"no checkpoint was saved before it: start again with a lower rate ({lower}) and --overwrite, or "
-               "allow skipped steps with skip_nonfinite_steps=N")
+        how = (f"no checkpoint was saved before the weights went wrong: start again with a lower rate, e.g. augcse "
+               f"train {stored} {lower} --overwrite, or allow skipped steps with skip_nonfinite_steps=N")
     return RunError(f"the run stopped at {exc} (likely: {', '.join(causes)}); the weights were not updated "
                     f"from it and no final/ was written; {how}")
 
@@ -498,7 +531,7 @@ def finish(recipe: Recipe, setup: Setup, trainer, root: Path | None, corpus_path
         size = sum(p.numel() * p.element_size() for p in model.parameters())
         raise write_error(recipe, setup, reason, "final/", size) from None
     if not recipe.keep_checkpoints:
-        for folder in checkpoints(run_dir):
+        for folder in [*checkpoints(run_dir), *run_dir.glob("diverged-checkpoint-*")]:
             shutil.rmtree(folder, ignore_errors=True)
     kept = f"step {summary['best_step']} (dev {summary['best_metric']:.2f})" if best else \
         f"the last step, {summary['global_step']} (no dev task)"
