@@ -72,3 +72,22 @@ def test_assets_with_a_missing_data_dir_is_one_line_exit_2(tmp_path, monkeypatch
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
     assert "nowhere" in captured.err
+
+
+def test_eval_without_a_data_directory_refuses_before_the_model_loads_and_names_the_embedded_tasks(
+        monkeypatch, capsys, tmp_path):
+    import augcse.models.load
+    from augcse.commands.main import main
+
+    monkeypatch.delenv("AUGCSE_DATA", raising=False)
+    monkeypatch.setattr(augcse.models.load, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    assert main(["eval", "runs/quickstart/final"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("augcse eval: error: STS12, STS13, STS14, STS15 and 3 more need a data directory "
+                          "(--data-dir DIR or $AUGCSE_DATA; augcse download sts --data-dir DIR fetches it); "
+                          "without one, these tasks run: STSBenchmark-original, STSBenchmark-dev-original")
+    assert "\n" not in err
+    assert main(["eval", "runs/quickstart/final", "--suite", "transfer", "--data-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"augcse eval: error: MR, CR, SUBJ, MPQA and 3 more: files missing from the data directory {tmp_path}; "
+        f"fetch them with augcse download transfer --data-dir {tmp_path}")

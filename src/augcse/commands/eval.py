@@ -163,6 +163,25 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--stage {args.stage}: must be {' or '.join(STAGES)}")
 
 
+def _check_data(names: list[str], root, spec: str) -> None:
+    """Every task's files are here (data directory, embedded set or cache), or one line before the model loads:
+    which tasks lack them, how to get them, and the tasks that run without a data directory."""
+    from augcse.assets.resolve import has_data
+    from augcse.evaluation.tasks import TASKS, get_task
+
+    missing = [name for name in names if not all(has_data(f, root) for f in get_task(name).record.files)]
+    if not missing:
+        return
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    if root is None:
+        embedded = [n for n, task in TASKS.items() if all(has_data(f, None) for f in task.record.files)]
+        raise ValueError(f"{shown} need a data directory (--data-dir DIR or $AUGCSE_DATA; augcse download "
+                         f"{spec.replace(',', ' ')} --data-dir DIR fetches it); without one, these tasks run: "
+                         f"{', '.join(embedded)} (e.g. --tasks {embedded[0]})")
+    raise ValueError(f"{shown}: files missing from the data directory {root}; fetch them with augcse download "
+                     f"{spec.replace(',', ' ')} --data-dir {root}")
+
+
 def _run_cli(args: argparse.Namespace) -> int:
     from augcse.evaluation.tasks import resolve_tasks, variant_of  # not for --help
     from augcse.evaluation.versions import VERSIONS_KEY, versions
@@ -174,16 +193,19 @@ def _run_cli(args: argparse.Namespace) -> int:
         return 0
     if args.model is None:
         raise ValueError("give a MODEL (a folder such as runs/NAME/final, or a model name), or --list")
-    import torch
-
     from augcse.assets.resolve import data_dir as resolve_data_dir
-    from augcse.models.load import load_model
-    from augcse.evaluation.suite import main_scores, run_tasks
 
     spec = ",".join(x for x in (args.tasks, args.suite) if x) or "sts"
     names = resolve_tasks(spec)
     if args.original:
         names = list(dict.fromkeys(variant_of(n, "original") for n in names))
+    root = resolve_data_dir(args.data_dir)
+    _check_data(names, root, spec)
+    import torch
+
+    from augcse.models.load import load_model
+    from augcse.evaluation.suite import main_scores, run_tasks
+
     if args.pooler is not None:
         from augcse.models.poolers import POOLERS
 
@@ -203,7 +225,6 @@ def _run_cli(args: argparse.Namespace) -> int:
         check_save_to(args.save_to)
     if args.save_to and args.stage == VERSIONS_KEY:
         raise ValueError(f"--stage {VERSIONS_KEY}: eval.json keeps the versions under that key; name another stage")
-    root = resolve_data_dir(args.data_dir)
     model = load_model(args.model, pooler=args.pooler)
     if args.bf16 and (warning := bf16_warning(model.device)):
         print(warning, file=sys.stderr)
