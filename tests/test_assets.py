@@ -76,3 +76,19 @@ def test_assets_command_lists_everything(capsys, data_dir):
     assert main(["assets", "--data-dir", str(data_dir)]) == 0
     out = capsys.readouterr().out
     assert "packaged copy" in out and "embedded wiki_default.txt.gz" in out and "transfer" in out
+
+
+def test_assets_finds_wordnet_in_the_data_directory_as_the_augmentations_do(data_dir, tmp_path):
+    """Without NLTK_DATA, `augcse assets --data-dir DIR` and the augmentations both read DIR/nltk_data."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("NLTK_DATA", "AUGCSE_DATA")}
+    env["HOME"] = str(tmp_path)  # no ~/nltk_data
+    code = ("import sys; from augcse.assets.resolve import asset_table; "
+            "print([r[2] for r in asset_table(sys.argv[1]) if r[0] == 'wordnet'][0]); "
+            "print([r[2] for r in asset_table(None) if r[0] == 'wordnet'][0])")
+    out = subprocess.run([sys.executable, "-c", code, str(data_dir)], env=env, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[0] == f"NLTK data: {data_dir / 'nltk_data' / 'corpora' / 'wordnet.zip'}"

@@ -218,17 +218,24 @@ def spacy_source() -> str:
 
 
 @lru_cache(maxsize=1)
-def wordnet() -> Any:
-    """NLTK's WordNet reader, loaded once; one clear error naming both fixes when it is absent."""
+def nltk_data_path(data_dir_: str | os.PathLike | None = None) -> None:
+    """Put ``<data directory>/nltk_data`` on NLTK's path (the explicit directory, else ``$AUGCSE_DATA``), so
+    WordNet is found there by the augmentations and by ``augcse assets`` alike."""
     import nltk
-    from nltk.corpus import wordnet as wn
 
     try:
-        root = data_dir()
+        root = data_dir(data_dir_)
     except AssetError:
         root = None
     if root is not None and (root / "nltk_data").is_dir() and str(root / "nltk_data") not in nltk.data.path:
         nltk.data.path.append(str(root / "nltk_data"))
+
+
+def wordnet() -> Any:
+    """NLTK's WordNet reader, loaded once; one clear error naming both fixes when it is absent."""
+    from nltk.corpus import wordnet as wn
+
+    nltk_data_path()
     try:
         wn.ensure_loaded()
     except LookupError:
@@ -239,18 +246,17 @@ def wordnet() -> Any:
     return wn
 
 
-def wordnet_source() -> str:
-    try:
-        import nltk
+def wordnet_source(data_dir_: str | os.PathLike | None = None) -> str:
+    """Where WordNet resolves from, searched as :func:`wordnet` searches (the data directory's ``nltk_data`` too)."""
+    import nltk
 
-        return f"NLTK data: {nltk.data.find('corpora/wordnet.zip')}"
-    except LookupError:
+    nltk_data_path(data_dir_)
+    for name in ("corpora/wordnet.zip", "corpora/wordnet"):
         try:
-            import nltk
-
-            return f"NLTK data: {nltk.data.find('corpora/wordnet')}"
+            return f"NLTK data: {nltk.data.find(name)}"
         except LookupError:
-            return "missing: python -m nltk.downloader wordnet, or NLTK_DATA=<data dir>/nltk_data"
+            continue
+    return "missing: python -m nltk.downloader wordnet, or NLTK_DATA=<data dir>/nltk_data"
 
 
 # --------------------------------------------------------------------------- listing
@@ -289,7 +295,7 @@ def asset_table(data_dir_: str | os.PathLike | None = None) -> list[tuple[str, s
     """Rows (kind, name, where it resolves from) for ``augcse assets``."""
     rows = [("model", name, describe_model(name)) for name in PACKAGED_MODELS]
     rows.append(("spacy", "en_core_web_sm", spacy_source()))
-    rows.append(("wordnet", "wordnet", wordnet_source()))
+    rows.append(("wordnet", "wordnet", wordnet_source(data_dir_)))
     try:
         rows += [("data", rel, describe_data(rel, data_dir_)) for rel in KNOWN_DATA]
     except AssetError as exc:
