@@ -225,3 +225,16 @@ def test_every_builtin_recipe_loads_and_validates():
         load_recipe(name="quickstart", overrides=["data.views={name: anchor}"])
     with pytest.raises(RecipeError, match="'data.limit' must be an integer"):
         load_recipe(name="quickstart", overrides=["data.limit=lots"])
+
+
+def test_the_default_corpus_is_never_downloaded(monkeypatch, tmp_path):
+    """Online and without a data directory, the quickstart reads the embedded sentences its figures come from."""
+    import augcse.assets.resolve as resolve
+    from augcse.training.run import resolve_corpus
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("AUGCSE_DATA", raising=False)
+    monkeypatch.setenv("AUGCSE_CACHE", str(tmp_path))
+    monkeypatch.setattr(resolve, "install_on_demand", lambda *a, **k: pytest.fail("the corpus was downloaded"))
+    recipe = load_recipe(None, "quickstart")
+    assert resolve_corpus(recipe, None).name == "wiki_default.txt"

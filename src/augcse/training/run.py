@@ -71,7 +71,9 @@ def resolve_corpus(recipe: Recipe, data_dir: Path | None) -> Path:
     """The corpus file, found without downloading anything large twice.
 
     A corpus the user names must exist (a path, or a data-directory relative path). Only the built-in default,
-    SimCSE's wiki1m, falls back to ``data.fallback`` when it is not available here, with a warning.
+    SimCSE's wiki1m, falls back to ``data.fallback`` when it is not available here, with a warning; nothing is
+    downloaded, so a run without a data directory trains on the embedded sentences its documented figures
+    come from.
     """
     corpus = recipe.data.corpus
     path = Path(corpus).expanduser()
@@ -87,8 +89,8 @@ def resolve_corpus(recipe: Recipe, data_dir: Path | None) -> Path:
         if Path(candidate).expanduser().is_file():
             found = Path(candidate).expanduser()
         else:
-            try:
-                found = resolve_data(candidate, data_dir)
+            try:  # never downloaded here: the default stands for what is at hand (augcse download corpus fetches it)
+                found = resolve_data(candidate, data_dir, download=False)
             except AssetError as exc:
                 tried.append(str(exc))
                 continue
