@@ -91,3 +91,16 @@ def test_eval_without_a_data_directory_refuses_before_the_model_loads_and_names_
     assert capsys.readouterr().err.strip() == (
         f"augcse eval: error: MR, CR, SUBJ, MPQA and 3 more: files missing from the data directory {tmp_path}; "
         f"fetch them with augcse download transfer --data-dir {tmp_path}")
+
+
+def test_train_names_the_clash_of_a_recipe_file_and_a_built_in_recipe(tmp_path, monkeypatch, capsys):
+    from augcse.commands.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "quickstart"]) == 2
+    assert capsys.readouterr().err.strip() == ("augcse train: error: recipe file quickstart does not exist; for the "
+                                               "built-in recipe, write --recipe quickstart")
+    (tmp_path / "mine.yaml").write_text("name: mine\n")
+    assert main(["train", "mine.yaml", "--recipe", "quickstart"]) == 2
+    assert capsys.readouterr().err.strip() == ("augcse train: error: give either a recipe file (mine.yaml) or "
+                                               "--recipe quickstart, not both")

@@ -51,7 +51,18 @@ def _is_override(text: str, recipe_named: bool) -> bool:
     return not Path(text).exists() and not text.endswith((".yaml", ".yml")) and "." in text
 
 
+def _check_recipe_arguments(source: str | None, name: str | None) -> None:
+    """The two ways to name a recipe, refused in one line when they clash or when a file is a built-in's name."""
+    if source is None or "=" in source:
+        return
+    if name is not None and (Path(source).exists() or source.endswith((".yaml", ".yml"))):
+        raise ValueError(f"give either a recipe file ({source}) or --recipe {name}, not both")
+    if name is None and not Path(source).exists() and source in builtin_recipes():
+        raise ValueError(f"recipe file {source} does not exist; for the built-in recipe, write --recipe {source}")
+
+
 def _run_cli(args: argparse.Namespace) -> int:
+    _check_recipe_arguments(args.recipe_file, args.recipe)
     overrides = list(args.overrides)
     source = args.recipe_file
     if source is not None and _is_override(source, args.recipe is not None):
