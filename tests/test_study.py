@@ -223,3 +223,12 @@ def test_a_study_gives_its_budgets_to_each_run_as_its_recipe_key(tiny_model_dir,
     by_set = load_grid(_grid(tmp_path, tiny_model_dir)).plan(tmp_path / "out")
     trained = [run for runs in by_set.values() for run in runs if run.recipe is not None]
     assert trained and all(run.recipe.eval.budgets == [1, 2] for run in trained)
+
+
+def test_a_misspelt_grid_key_is_named_with_the_right_one(tmp_path):
+    from augcse.studies.study import GridError, load_grid
+
+    grid = tmp_path / "g.yaml"
+    grid.write_text("seeds: [1]\nrecipe: quickstart\ntasks: STSBenchmark\nrowz: {a: {}}\n")
+    with pytest.raises(GridError, match=rf"^grid {grid}: unknown grid key 'rowz' \(did you mean 'rows'\?\)"):
+        load_grid(grid)

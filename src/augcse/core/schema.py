@@ -115,7 +115,9 @@ def _requirement(error: Mapping[str, Any]) -> str:
 
 def describe_error(exc: ValidationError, model: type[BaseModel], prefix: str = "", subject: str = "recipe key") -> str:
     """The first error of ``exc`` as one line naming the dotted key (``prefix`` + the error's location)."""
-    errors = exc.errors(include_url=False)
+    # an unknown key first: a misspelt key (``rowz``) is why the right one (``rows``) is missing
+    errors = sorted(exc.errors(include_url=False),
+                    key=lambda e: e["type"] not in ("extra_forbidden", "unexpected_keyword_argument"))
     first = errors[0]
     inner = (first.get("ctx") or {}).get("error")
     if isinstance(inner, RecipeError):  # a section built in Python already worded its error
