@@ -63,3 +63,16 @@ def test_unusable_corpus_and_bad_format_fail_clearly(tmp_path):
         read_corpus(docx)
     with pytest.raises(FileNotFoundError):
         read_corpus(tmp_path / "missing.txt")
+
+
+def test_a_latin1_csv_and_an_empty_file_are_told_what_they_are(tmp_path):
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"text\ncaf\xe9 au lait\nna\xefve sentence here\n")
+    with pytest.raises(ValueError) as info:
+        read_corpus(latin)
+    assert str(info.value) == (f"corpus {latin} has no usable sentence (read 2 lines, kept 0, skipped: undecodable 2); "
+                               "it is not UTF-8 text: convert it (e.g. iconv -f latin1 -t utf-8)")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(ValueError, match=r"\(read 0 lines, kept 0, skipped: none\); the file is empty$"):
+        read_corpus(empty)

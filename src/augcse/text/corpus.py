@@ -75,7 +75,8 @@ def _csv_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | No
             raise ValueError(f"{path} has no column {column!r} (columns: {reader.fieldnames}); set data.column")
         for row in reader:
             value = row.get(column)
-            yield None if value is None or "\ufffd" in value else value
+            # a cell that is not UTF-8 is counted as undecodable by the reader's loop (it drops any NUL)
+            yield None if value is None else ("\x00" if "\ufffd" in value else value)
 
 
 def _parquet_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | None]:
@@ -151,11 +152,21 @@ def read_corpus(
         kept = kept[:limit]
     stats.kept = len(kept)
     if not kept:
-        hint = f"; no row has a text under {column!r}: set data.column" if stats.skipped["missing"] == stats.read else ""
-        raise ValueError(f"corpus {path} has no usable sentence ({stats.summary()}){hint}")
+        raise ValueError(f"corpus {path} has no usable sentence ({stats.summary()}){_why_empty(stats, column)}")
     bad = sum(count for reason, count in stats.skipped.items() if reason != "over_limit")
     logger.log(logging.WARNING if bad else logging.INFO, "corpus %s: %s", path.name, stats.summary())
     return kept, stats
+
+
+def _why_empty(stats: CorpusStats, column: str) -> str:
+    """What a corpus with nothing kept most likely needs, when every line failed the same way."""
+    if stats.read == 0:
+        return "; the file is empty"
+    if stats.skipped["undecodable"] == stats.read:
+        return "; it is not UTF-8 text: convert it (e.g. iconv -f latin1 -t utf-8)"
+    if stats.skipped["missing"] == stats.read:
+        return f"; no row has a text under {column!r}: set data.column"
+    return ""
 
 
 def load_corpus(path: str | Path, column: str = "text", **options) -> tuple[Dataset, CorpusStats]:
