@@ -81,7 +81,8 @@ def adapt_set(name: str | None) -> list[str]:
         raise SystemExit(f"{COMMAND}: the adaptation study has no set {name!r}: {sorted(figures['sets'])}")
     doc = Document("")
     doc.add(*set_tables(figures["sets"][name], True, bool(figures["budgets"])))
-    return doc.to_markdown(Path(".")).strip().splitlines()[1:]
+    lines = doc.to_markdown(Path(".")).strip().splitlines()[1:]  # without the document's title
+    return lines[next(i for i, line in enumerate(lines) if line.strip()):]
 
 
 STS = {"STS12": "STS12", "STS13": "STS13", "STS14": "STS14", "STS15": "STS15", "STS16": "STS16",
