@@ -85,7 +85,8 @@ def test_eval_without_a_data_directory_refuses_before_the_model_loads_and_names_
     err = capsys.readouterr().err.strip()
     assert err.startswith("augcse eval: error: STS12, STS13, STS14, STS15 and 3 more need a data directory "
                           "(--data-dir DIR or $AUGCSE_DATA; augcse download sts --data-dir DIR fetches it); "
-                          "without one, these tasks run: STSBenchmark-original, STSBenchmark-dev-original")
+                          "without one, these tasks run: Geometry, STSBenchmark-dev-original, STSBenchmark-original "
+                          "(e.g. --tasks STSBenchmark-original)")
     assert "\n" not in err
     assert main(["eval", "runs/quickstart/final", "--suite", "transfer", "--data-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (

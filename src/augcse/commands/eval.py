@@ -167,17 +167,20 @@ def _check_data(names: list[str], root, spec: str) -> None:
     """Every task's files are here (data directory, embedded set or cache), or one line before the model loads:
     which tasks lack them, how to get them, and the tasks that run without a data directory."""
     from augcse.assets.resolve import has_data
-    from augcse.evaluation.tasks import TASKS, get_task
+    from augcse.evaluation.tasks import TASKS, get_task, load_builtin_tasks
 
     missing = [name for name in names if not all(has_data(f, root) for f in get_task(name).record.files)]
     if not missing:
         return
     shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
     if root is None:
-        embedded = [n for n, task in TASKS.items() if all(has_data(f, None) for f in task.record.files)]
+        load_builtin_tasks()
+        embedded = sorted(n for n, task in TASKS.items()
+                          if ":" not in n and all(has_data(f, None) for f in task.record.files))  # built-in only
+        example = "STSBenchmark-original" if "STSBenchmark-original" in embedded else embedded[0]
         raise ValueError(f"{shown} need a data directory (--data-dir DIR or $AUGCSE_DATA; augcse download "
                          f"{spec.replace(',', ' ')} --data-dir DIR fetches it); without one, these tasks run: "
-                         f"{', '.join(embedded)} (e.g. --tasks {embedded[0]})")
+                         f"{', '.join(embedded)} (e.g. --tasks {example})")
     raise ValueError(f"{shown}: files missing from the data directory {root}; fetch them with augcse download "
                      f"{spec.replace(',', ' ')} --data-dir {root}")
 
