@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from augcse.core.document import Document, markdown_row, markdown_rule
+from augcse.core.document import Document, markdown_table
 
 COMMAND = "python -m augcse.commands.docs"
 STUDIES = Path("docs/studies")
@@ -69,7 +69,7 @@ def adapt_grid(_: str | None = None) -> list[str]:
             final = sets[name]["rows"][row]["final"][task]
             cells.append(f"{_signed(final['delta'])} ± {final['sd']:.2f}")
         rows.append([METHOD_NAMES.get(row, row), *cells])
-    return [markdown_row(header), markdown_rule([False] + [True] * len(columns)), *map(markdown_row, rows)]
+    return markdown_table(header, rows, [False] + [True] * len(columns))
 
 
 def adapt_set(name: str | None) -> list[str]:
@@ -108,7 +108,7 @@ def methods_minilm(_: str | None = None) -> list[str]:
         delta = "—" if row == "simcse" else _signed(average["mean"] - base)
         body.append([METHOD_NAMES.get(row, row), *(_spread(final[t]) for t in STS), f"**{_spread(average)}**", delta,
                      str(average["n"])])
-    return [markdown_row(header), markdown_rule([False] + [True] * (len(header) - 1)), *map(markdown_row, body)]
+    return markdown_table(header, body, [False] + [True] * (len(header) - 1))
 
 
 def record(name: str) -> dict[str, Any]:
@@ -135,7 +135,7 @@ def grad_cache(device: str | None) -> list[str]:
         ratio = (f"{r['step_s'] / base['step_s']:.2f}×", f"{r['peak_gib'] / base['peak_gib']:.2f}×") if base else ("", "")
         body.append([r["shape"], str(r["batch"]), str(r.get("mini_batch") or "— (whole batch)"), f"{r['step_s']:.3f}",
                      f"{r['sentences_per_s']:.0f}", f"{r['peak_gib']:.2f}", *ratio])
-    return [markdown_row(header), markdown_rule([False] + [True] * (len(header) - 1)), *map(markdown_row, body)]
+    return markdown_table(header, body, [False] + [True] * (len(header) - 1))
 
 
 BLOCKS: dict[str, Callable[[str | None], list[str]]] = {

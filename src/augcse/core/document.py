@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,6 +118,12 @@ def markdown_row(cells: Sequence[object]) -> str:
 def markdown_rule(right: Sequence[bool]) -> str:
     """The rule under a Markdown table's header; ``True`` right-aligns that column."""
     return "|" + "|".join("---:" if r else "---" for r in right) + "|"
+
+
+def markdown_table(header: Sequence[object], rows: Iterable[Sequence[object]],
+                   right: Sequence[bool] | None = None) -> list[str]:
+    """A Markdown table's lines: the header, its rule (``right`` right-aligns columns; none by default), the rows."""
+    return [markdown_row(header), markdown_rule(right or [False] * len(header)), *map(markdown_row, rows)]
 
 
 def _numeric(cell: str) -> bool:

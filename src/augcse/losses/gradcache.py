@@ -18,7 +18,6 @@ masks (``tests/test_gradcache.py``, every loss, float64); the forward pass costs
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import partial
 
 import torch
 from torch import Tensor, nn

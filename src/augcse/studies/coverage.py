@@ -13,7 +13,7 @@ from importlib import resources
 
 
 from augcse.studies.published import published, published_table
-from augcse.core.document import markdown_row, markdown_rule
+from augcse.core.document import markdown_table
 from augcse.studies.reproduce import papers
 from augcse.core import yamlfile
 
@@ -70,7 +70,7 @@ def _order(line: tuple[str, ...]) -> tuple[int, str, str]:
 
 def document() -> str:
     header = ["paper", "table", "row", "augcse reproduce", "published"]
-    body = [markdown_row(header), markdown_rule([False] * len(header))] + [markdown_row(list(line)) for line in lines()]
+    body = markdown_table(header, lines())
     count = sum(line[3].startswith("covered") for line in lines())
     return "\n".join([
         "# What `augcse reproduce` covers", "",

@@ -210,7 +210,8 @@ def gpu_memory(run: Run, budget_gib: float | None = None) -> MemoryNeed | None:
     need = estimate_gib(shape, tokens, mini if mini else texts * batch)
     if budget_gib is None or need <= budget_gib:
         return MemoryNeed(round(need, 1), mini)
-    room = int((budget_gib - estimate_gib(shape, tokens, 0)) / (estimate_gib(shape, tokens, 1) - estimate_gib(shape, tokens, 0)))
+    fixed = estimate_gib(shape, tokens, 0)
+    room = int((budget_gib - fixed) / (estimate_gib(shape, tokens, 1) - fixed))  # texts that fit beside the weights
     fits_with = 2 ** (room.bit_length() - 1) if room >= 1 else None
     return MemoryNeed(round(need, 1), mini, fits_with, False)
 

@@ -29,7 +29,7 @@ from augcse.evaluation.tasks import SUITES, TASK_MODULES, TASKS, load_builtin_ta
 from augcse.losses import LABEL_PARAMETERS, LOSSES
 from augcse.models.poolers import POOLERS
 from augcse.training.recipes.config import RECIPE_DIR, Recipe, RecipeSection, TrainingRanges, builtin_recipes
-from augcse.core.document import markdown_row, markdown_rule
+from augcse.core.document import markdown_table
 from augcse.core.schema import describe
 from augcse.training.run import training_arguments
 from augcse.text.views import VIEWS
@@ -172,7 +172,7 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     rows = list(rows)
     if not rows:
         return []
-    return [markdown_row(header), markdown_rule([False] * len(header)), *map(markdown_row, rows), ""]
+    return [*markdown_table(header, rows), ""]
 
 
 def qualified(obj: Any) -> str:

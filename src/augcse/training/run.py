@@ -387,11 +387,8 @@ def recovery_checkpoint(run_dir: Path, setup: Setup, probe: tuple[tuple, float] 
     """The newest checkpoint whose weights still train soundly (:func:`augcse.training.guard.sound` on the run's
     first batch); newer ones, finite but wrecked, are set aside as ``diverged-checkpoint-N`` so ``--resume``
     continues from the sound one. Without a probe, the newest finite checkpoint."""
-    from augcse.training.callbacks import restore_loss_state
-    from augcse.training.guard import sound
-
     while (last := last_finite_checkpoint(run_dir)) is not None:
-        if probe is None or _sound_checkpoint(last, setup, probe, sound, restore_loss_state):
+        if probe is None or _sound_checkpoint(last, setup, probe):
             return last
         aside = last.with_name(f"diverged-{last.name}")
         shutil.rmtree(aside, ignore_errors=True)
@@ -400,14 +397,20 @@ def recovery_checkpoint(run_dir: Path, setup: Setup, probe: tuple[tuple, float] 
     return None
 
 
-def _sound_checkpoint(checkpoint: Path, setup: Setup, probe, sound, restore_loss_state) -> bool:
+def _sound_checkpoint(checkpoint: Path, setup: Setup, probe: tuple[tuple, float]) -> bool:
+    """The checkpoint's encoder weights and loss state loaded into the live model and loss, then probed. A
+    checkpoint whose weights do not match the encoder cannot be probed and is judged by finiteness alone."""
     from safetensors.torch import load_file
 
+    from augcse.training.callbacks import restore_loss_state
+    from augcse.training.guard import sound
+
     encoder = setup.model[0].auto_model
-    state = {}
-    for file in checkpoint.glob("*.safetensors"):
-        state.update(load_file(str(file), device=str(next(encoder.parameters()).device)))
-    encoder.load_state_dict(state, strict=False)
+    device = str(next(encoder.parameters()).device)
+    state = {k: v for file in checkpoint.glob("*.safetensors") for k, v in load_file(str(file), device=device).items()}
+    loaded = encoder.load_state_dict(state, strict=False)
+    if not state or loaded.missing_keys or loaded.unexpected_keys:
+        return True
     restore_loss_state(setup.loss, checkpoint)
     return sound(setup.loss, probe)
 

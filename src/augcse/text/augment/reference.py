@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from augcse.text.augment.base import REGISTRY, SETS
-from augcse.core.document import markdown_row, markdown_rule
+from augcse.core.document import markdown_table
 
 COMMAND = "python -m augcse.text.augment.reference > docs/AUGMENTATIONS.md"
 TEMPLATE = Path(__file__).with_name("reference.md")
 RATES = Path("docs/records/augment-rates.json")  # relative to the repository root
-
-
-def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
-    return [markdown_row(header), markdown_rule([False] * len(header)), *(markdown_row(r) for r in rows)]
 
 
 def note() -> list[str]:
@@ -37,14 +33,14 @@ def note() -> list[str]:
 
 def registry() -> list[str]:
     """One row per registered augmentation, in registration order."""
-    return table(["name", "meaning", "needs", "rule", "source", "parameters (defaults)"],
+    return markdown_table(["name", "meaning", "needs", "rule", "source", "parameters (defaults)"],
                  [(name, cls.meaning, ", ".join(cls.needs) or "-", cls.rule, cls.source,
                    ", ".join(f"{k}={v!r}" for k, v in cls.defaults.items()) or "-")
                   for name, cls in REGISTRY.items()])
 
 
 def sets() -> list[str]:
-    return table(["set", "members"], [(name, ", ".join(members)) for name, members in SETS.items()])
+    return markdown_table(["set", "members"], [(name, ", ".join(members)) for name, members in SETS.items()])
 
 
 def rates() -> list[str]:
@@ -58,8 +54,7 @@ def rates() -> list[str]:
     for name, rate in record["perturbation_rate"].items():
         base = name.removesuffix(" (paper)")
         rows.append((name, REGISTRY[base].meaning, f"{100 * rate:.2f} %"))
-    return [markdown_row(["augmentation", "meaning", "perturbation rate"]), markdown_rule([False, False, True]),
-            *map(markdown_row, rows)]
+    return markdown_table(["augmentation", "meaning", "perturbation rate"], rows, [False, False, True])
 
 
 SECTIONS: dict[str, Callable[[], list[str]]] = {"note": note, "registry": registry, "sets": sets, "rates": rates}
