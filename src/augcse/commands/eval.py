@@ -196,6 +196,8 @@ def _run_cli(args: argparse.Namespace) -> int:
         return 0
     if args.model is None:
         raise ValueError("give a MODEL (a folder such as runs/NAME/final, or a model name), or --list")
+    if args.save_to:
+        check_save_to(args.save_to)  # before torch: a folder that cannot be written costs no loading
     from augcse.assets.resolve import data_dir as resolve_data_dir
 
     spec = ",".join(x for x in (args.tasks, args.suite) if x) or "sts"
@@ -224,8 +226,6 @@ def _run_cli(args: argparse.Namespace) -> int:
         raise ValueError(f"--bf16 autocasts PyTorch and --backend {args.backend} runs float32; drop one of them")
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.save_to:
-        check_save_to(args.save_to)
     if args.save_to and args.stage == VERSIONS_KEY:
         raise ValueError(f"--stage {VERSIONS_KEY}: eval.json keeps the versions under that key; name another stage")
     model = load_model(args.model, pooler=args.pooler)

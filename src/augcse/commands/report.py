@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from augcse.core.outputs import check_writable
+
 STAGES = ("after", "before")
 
 
@@ -32,6 +34,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    if Path(args.run_dir).is_dir():  # the report goes into the run folder: proven writable before matplotlib loads
+        check_writable(args.run_dir, "run folder")
     from augcse.report.run_report import write_report
 
     md, page = write_report(args.run_dir)
@@ -40,16 +44,14 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from augcse.report.compare import compare
-
     out = Path(args.out) if args.out else None
     if out is not None:  # a file there, or a folder that cannot be written, is refused before any run is read
-        from augcse.core.outputs import check_writable
-
         if out.exists() and not out.is_dir():
             raise ValueError(f"--out {out}: is a file; --out names a folder for compare.md, compare.html and the "
                              f"chart (e.g. --out {out.parent / 'comparison'})")
         check_writable(out, "--out")
+    from augcse.report.compare import compare  # numpy and matplotlib: after the output is proven writable
+
     doc = compare(args.runs, args.baseline, args.stage, figures=out / "compare" if out else None)
     if out:
         md, page = doc.write(out, "compare")

@@ -6,8 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from augcse.core.outputs import check_writable
 from augcse.studies.reproduce import DEFAULT_SEEDS, build_document, describe_plan, papers, plan, plan_json, select_rows
-from augcse.studies.runs import run_all
+from augcse.studies.runs import check_inputs, run_all
 
 
 def _seeds(text: str) -> list[int]:
@@ -69,6 +70,9 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
         raise ValueError("--gpu-memory goes with --dry-run (it checks the plan against a GPU's memory)")
     if args.json and not args.dry_run:
         raise ValueError("--json goes with --dry-run (a reproduction writes reproduce.md and reproduce.html)")
+    output = Path(args.output) / ("checkpoints" if args.checkpoints else "")
+    if not args.dry_run:
+        check_writable(output, "--output")  # before the recipes are checked: that loads sentence-transformers
     if args.tasks:
         from augcse.evaluation.tasks import resolve_tasks
 
@@ -83,16 +87,13 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
     known = {row.evaluate.model for row in rows if row.evaluate}
     if set(mapping) - known:
         raise ValueError(f"--checkpoint names {sorted(set(mapping) - known)} are not models of these rows: {sorted(known)}")
-    output = Path(args.output) / ("checkpoints" if args.checkpoints else "")
     runs = plan(paper, rows, args.seeds, output, list(args.overrides), args.tasks, mapping)
     if args.dry_run:
-        text = (json.dumps(plan_json(paper, runs, args.nproc, args.gpu_memory), indent=2) if args.json
-                else describe_plan(paper, runs, args.nproc, args.gpu_memory))
+        text = (json.dumps(plan_json(paper, runs, args.nproc, args.gpu_memory, args.data_dir), indent=2) if args.json
+                else describe_plan(paper, runs, args.nproc, args.gpu_memory, args.data_dir))
         print(text)
         return 0
-    from augcse.core.outputs import check_writable
-
-    check_writable(output, "--output")  # before the first run loads anything
+    check_inputs(runs, args.data_dir)  # every corpus, model and task file the unfinished runs name is here
     code = run_all(runs, output / paper.name, args.data_dir, args.nproc)
     if code:
         return code

@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from augcse.studies.runs import run_all
+from augcse.core.outputs import check_writable
+from augcse.studies.runs import check_inputs, run_all
 from augcse.studies.study import build_document, describe, load_grid
 
 
@@ -29,6 +30,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _study_cli(args: argparse.Namespace) -> int:
+    if not args.dry_run:  # before the grid's recipes are checked: that loads sentence-transformers
+        check_writable(args.output, "--output")
     grid = load_grid(args.grid)
     by_set = grid.plan(Path(args.output))
     if args.dry_run:
@@ -39,7 +42,9 @@ def _study_cli(args: argparse.Namespace) -> int:
         if not folder.is_dir():
             raise ValueError(f"{folder} holds no run of this grid yet; run it first, or give its --output")
     else:
-        code = run_all([run for runs in by_set.values() for run in runs], folder, args.data_dir)
+        runs = [run for runs in by_set.values() for run in runs]
+        check_inputs(runs, args.data_dir)  # every corpus, model and task file the unfinished runs name is here
+        code = run_all(runs, folder, args.data_dir)
         if code:
             return code
     doc, figures = build_document(grid, by_set, folder)

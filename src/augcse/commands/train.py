@@ -71,7 +71,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     if source is None and args.recipe is None and overrides:
         for text in overrides:  # a bad override is named before the missing recipe
             parse_override(text)
-    recipe = load_recipe(source, args.recipe, overrides)
+    recipe = load_recipe(source, args.recipe, overrides, check_output=True)  # the output before torch loads
     from augcse.training.run import RunError, run  # after the recipe is checked: a refusal imports nothing of training
 
     try:

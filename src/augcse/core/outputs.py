@@ -2,12 +2,14 @@
 
 A read-only or full filesystem otherwise shows up minutes later as a traceback from deep inside
 ``safetensors`` or ``torch.serialization``. Every command that writes (train, encode, eval ``--save-to``,
-augment, compare) checks its output here first; a write that fails anyway is recognised by
-:func:`write_failure` and reported with the path, the space free and how to continue.
+augment, report, compare, study, reproduce) checks its output here first, before torch or a model loads;
+a write that fails anyway is recognised by :func:`write_failure` and reported with the path, the space free
+and how to continue.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -61,11 +63,12 @@ def check_writable(folder: str | Path, what: str) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"probe")
-        probe.unlink()
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ValueError(f"{what} {folder}: cannot write there ({reason}); choose a writable folder") from None
-    finally:  # proven, not left behind: a command refused later writes nothing
+    finally:  # proven, not left behind, even when the write stopped half-way (a full disk): nothing is written
+        with contextlib.suppress(OSError):
+            probe.unlink(missing_ok=True)
         for created in missing:
             if created.is_dir():
                 created.rmdir()

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
-from augcse.core.outputs import check_writable, free_bytes, mib, write_failure
-from augcse.training.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, validate_recipe
+from augcse.core.outputs import free_bytes, mib, write_failure
+from augcse.training.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, check_output_dir, validate_recipe
 from augcse.training.rundir import FINISHED, RECIPE as RECIPE_FILE, RunFolder, checkpoint_step, checkpoints, latest_checkpoint
 
 if TYPE_CHECKING:  # the guard imports torch: not at start-up (``augcse train --help`` stays light)
@@ -197,12 +197,7 @@ def check_inputs(recipe: Recipe, root: Path | None) -> Path:
     The output folder is created (or found) and proven writable with a probe file. Returns the corpus file.
     Raises one-line errors (exit 2 from the CLI) before any model, spaCy pipeline or corpus loads.
     """
-    try:
-        check_writable(recipe.output_dir, "recipe key 'output_dir':")
-        if recipe.run_dir.is_dir():  # a run folder of its own (a mount, other permissions)
-            check_writable(recipe.run_dir, "recipe key 'output_dir': the run folder")
-    except ValueError as exc:
-        raise RecipeError(str(exc)) from None
+    check_output_dir(recipe)
     if recipe.eval.budgets and world_size() > 1:
         raise RecipeError("recipe key 'eval.budgets': budgets are scored in one process; train with one process "
                           "or drop eval.budgets")

@@ -20,6 +20,7 @@ from pydantic import ConfigDict, Field, create_model, field_validator, model_val
 from augcse.core import yamlfile
 from augcse.core.loss_parameters import LOSS_PARAMETERS, loss_settings, needs_in_batch_negatives
 from augcse.core.names import suggest
+from augcse.core.outputs import check_writable
 from augcse.core.schema import (
     Budgets, KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError,
     Section, validate,
@@ -32,7 +33,8 @@ PoolerName = Literal["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_e
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 __all__ = ["DEFAULT_CORPUS", "RECIPE_DIR", "DataConfig", "EvalConfig", "LossConfig", "ModelConfig", "Recipe",
-           "RecipeError", "TrainingRanges", "builtin_recipes", "load_recipe", "parse_override", "validate_recipe"]
+           "RecipeError", "TrainingRanges", "builtin_recipes", "check_output_dir", "load_recipe", "parse_override",
+           "validate_recipe"]
 
 
 class RecipeSection(KeyedSection):
@@ -303,13 +305,14 @@ def builtin_recipes() -> list[str]:
     return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
 
 
-def validate_recipe(values: dict | Recipe) -> Recipe:
+def validate_recipe(values: dict | Recipe, check_output: bool = False) -> Recipe:
     """The one check of a recipe, from a YAML mapping or a :class:`Recipe` built in Python.
 
     First everything that needs no torch (every key, type and range, the loss's, views' and training
-    arguments' declared parameters), so a bad value is refused in about a second; then what needs the
-    registries (the trainer's own argument types, the views' columns against the loss's roles, task
-    names). Returns the recipe with every default a component fills in written out.
+    arguments' declared parameters), so a bad value is refused in about a second; with ``check_output``
+    (``augcse train``) the output folder is then proven writable, still before anything heavy loads; then
+    what needs the registries (the trainer's own argument types, the views' columns against the loss's
+    roles, task names). Returns the recipe with every default a component fills in written out.
     """
     if isinstance(values, Recipe):
         values = values.model_dump()
@@ -319,6 +322,8 @@ def validate_recipe(values: dict | Recipe) -> Recipe:
     from augcse.text.views import validate_view_specs  # here, not at the top: `augcse train --help` stays numpy-free
 
     recipe.data.views = validate_view_specs(recipe.data.views)
+    if check_output:
+        check_output_dir(recipe)
     _validate_training(recipe.training)
     _validate_negatives(recipe)
     _validate_components(recipe)
@@ -341,8 +346,21 @@ def _validate_negatives(recipe: Recipe) -> None:
                           "it would train nothing; use 2 or more (the papers use 64-1024)")
 
 
-def load_recipe(source: str | Path | None = None, name: str | None = None, overrides: list[str] | None = None) -> Recipe:
-    """Load a recipe from a YAML path or a built-in name, apply overrides, validate everything."""
+def check_output_dir(recipe: Recipe) -> None:
+    """The output folder (and the run folder, when it is one of its own: a mount, other permissions) can be
+    written: a probe file, removed again; RecipeError naming ``output_dir`` otherwise."""
+    try:
+        check_writable(recipe.output_dir, "recipe key 'output_dir':")
+        if recipe.run_dir.is_dir():
+            check_writable(recipe.run_dir, "recipe key 'output_dir': the run folder")
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
+
+
+def load_recipe(source: str | Path | None = None, name: str | None = None, overrides: list[str] | None = None,
+                check_output: bool = False) -> Recipe:
+    """Load a recipe from a YAML path or a built-in name, apply overrides, validate everything (with
+    ``check_output``, the output folder too: see :func:`validate_recipe`)."""
     if (source is None) == (name is None):
         raise RecipeError("give either a recipe file or --recipe NAME")
     if name is not None:
@@ -364,4 +382,4 @@ def load_recipe(source: str | Path | None = None, name: str | None = None, overr
     if not isinstance(values, dict):
         raise RecipeError(f"recipe {path} must be a mapping of keys (name:, model:, data:, loss:…), "
                           f"got a {type(values).__name__}")
-    return validate_recipe(_numbers(apply_overrides(values, overrides or [])))
+    return validate_recipe(_numbers(apply_overrides(values, overrides or [])), check_output)
