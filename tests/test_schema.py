@@ -262,3 +262,53 @@ def test_a_loss_registered_later_is_checked_like_the_others() -> None:
     finally:
         LOSSES.pop("simcse-copy")
         LOSS_PARAMETERS.pop("simcse-copy")
+
+
+# checks across fields (pydantic model validators): the line names the fields the check read, not the section
+ACROSS_FIELDS = [
+    (["loss.name=cards", "loss.params={symmetric: true}"],
+     "recipe keys 'loss.params.symmetric' and 'loss.params.mask_own_text': the symmetric form has no own-text mask"),
+    (["eval.after=null", "eval.budgets=[2]"],
+     "recipe keys 'eval.budgets' and 'eval.after': budgets are scored on the 'after' tasks"),
+    (["loss.name=composite", "loss.params={terms: [{loss: simcse}, {loss: sda, params: {mini_batch_size: 4}}]}"],
+     "recipe key 'loss.params.terms[1].params.mini_batch_size': the terms share one embedding pass"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), ACROSS_FIELDS)
+def test_a_check_across_fields_names_its_recipe_keys(overrides, message) -> None:
+    with pytest.raises(RecipeError) as refused:
+        load_recipe(None, "quickstart", overrides)
+    assert str(refused.value).startswith(message), str(refused.value)
+
+
+def test_a_check_across_fields_names_its_parameters_in_python(tiny_st) -> None:
+    from augcse.losses import CARDSLoss, CompositeLoss
+    from augcse.training.recipes.config import EvalConfig
+
+    with pytest.raises(RecipeError, match=r"^CARDSLoss parameters 'symmetric' and 'mask_own_text': the symmetric"):
+        CARDSLoss(tiny_st, symmetric=True)
+    with pytest.raises(RecipeError, match=r"^CompositeLoss parameter 'terms\[0\]\.params\.mini_batch_size': the terms"):
+        CompositeLoss(tiny_st, terms=[{"loss": "simcse", "params": {"mini_batch_size": 4}}])
+    with pytest.raises(RecipeError, match=r"^recipe keys 'eval\.budgets' and 'eval\.after': budgets are scored"):
+        EvalConfig(after=None, budgets=[3])
+
+
+def test_a_check_across_fields_without_named_fields_never_shows_an_empty_key() -> None:
+    from pydantic import model_validator
+
+    from augcse.core.schema import Section, validate
+
+    class Pair(Section):
+        low: int = 0
+        high: int = 1
+
+        @model_validator(mode="after")
+        def _ordered(self) -> Pair:
+            if self.low > self.high:
+                raise ValueError("low is above high")
+            return self
+
+    with pytest.raises(RecipeError) as refused:
+        validate(Pair, {"low": 2}, subject="Pair parameter")
+    assert str(refused.value) == "Pair: low is above high"

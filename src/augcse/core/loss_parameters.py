@@ -16,7 +16,8 @@ from pydantic import Field, model_validator
 
 from augcse.core.names import suggest
 from augcse.core.schema import (
-    NonNegativeFloat, PositiveFloat, PositiveInt, Probability, RecipeError, Section, Temperature, validate,
+    FieldsError, NonNegativeFloat, PositiveFloat, PositiveInt, Probability, RecipeError, Section, Temperature,
+    validate,
 )
 
 HeadName = Literal["none", "mlp", "bn", "vascl"]  # the train-only heads of augcse.losses.heads.HEADS
@@ -62,7 +63,8 @@ class CARDSParameters(ContrastiveParameters):
     @model_validator(mode="after")
     def _mask_needs_one_way(self) -> CARDSParameters:
         if self.symmetric and self.mask_own_text:
-            raise ValueError("the symmetric form has no own-text mask; set mask_own_text: false with symmetric: true")
+            raise FieldsError(("symmetric", "mask_own_text"),
+                              "the symmetric form has no own-text mask; set mask_own_text: false with symmetric: true")
         return self
 
 
@@ -103,8 +105,8 @@ class CompositeParameters(Section):
     def _one_embedding_pass(self) -> CompositeParameters:
         for index, term in enumerate(self.terms):
             if term.params.get("mini_batch_size") is not None:
-                raise ValueError(f"terms[{index}].params.mini_batch_size: the terms share one embedding pass; "
-                                 "set mini_batch_size on the composite itself")
+                raise FieldsError([("terms", index, "params", "mini_batch_size")],
+                                  "the terms share one embedding pass; set mini_batch_size on the composite itself")
         return self
 
 

@@ -23,6 +23,19 @@ class RecipeError(ValueError):
     """A setting is invalid; the message is one line saying which key, what is wrong and how to fix it."""
 
 
+class FieldsError(ValueError):
+    """A check across several fields of a section (a pydantic ``model_validator``), naming the fields it read.
+
+    pydantic reports such an error at the section itself, with no key; raised with the fields, the refusal names
+    them (``recipe keys 'loss.params.symmetric' and 'loss.params.mask_own_text': …``) wherever the section sits.
+    A field is its name or, below the section, its parts (``("terms", 0, "params", "mini_batch_size")``).
+    """
+
+    def __init__(self, fields: Sequence[str | tuple[str | int, ...]], message: str) -> None:
+        super().__init__(message)
+        self.fields = [(field,) if isinstance(field, str) else tuple(field) for field in fields]
+
+
 class Section(BaseModel):
     """A group of settings: unknown keys refused, types strict (as YAML writes them), floats finite."""
 
@@ -139,6 +152,12 @@ def describe_error(exc: ValidationError, model: type[BaseModel], prefix: str = "
         return f"{subject} {key(path)!r} is required"
     if first["type"] in ("value_error", "assertion_error"):
         message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        if isinstance(inner, FieldsError):  # a check across fields: name the fields, not the section
+            keys = [repr(key([*path, *field])) for field in inner.fields]
+            named = keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} and {keys[-1]}"
+            return f"{subject}{'s' if len(keys) > 1 else ''} {named}: {message}"
+        if not key(path):  # the whole input, no key to name
+            return f"{subject.split()[0]}: {message}"
         return f"{subject} {key(path)!r}{' ' if message.startswith('must ') else ': '}{message}"
     # a union reports one error per arm at the same key: "an integer or a string"
     same = [e for e in errors if _path(e["loc"]) == path and e["type"] != "extra_forbidden"]

@@ -22,8 +22,8 @@ from augcse.core.loss_parameters import LOSS_PARAMETERS, loss_settings, needs_in
 from augcse.core.names import suggest
 from augcse.core.outputs import check_writable
 from augcse.core.schema import (
-    Budgets, KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError,
-    Section, validate,
+    Budgets, FieldsError, KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability,
+    RecipeError, Section, validate,
 )
 
 RECIPE_DIR = Path(__file__).parent
@@ -103,7 +103,8 @@ class EvalConfig(RecipeSection):
     @model_validator(mode="after")
     def _budgets_need_tasks(self) -> EvalConfig:
         if self.budgets and self.after is None:
-            raise ValueError("budgets are scored on the 'after' tasks; give eval.after or drop eval.budgets")
+            raise FieldsError(("budgets", "after"),
+                              "budgets are scored on the 'after' tasks; give eval.after or drop eval.budgets")
         return self
 
 
