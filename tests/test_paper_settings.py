@@ -3,6 +3,7 @@ row's overrides) against ``data/paper_settings.yaml``, a deviation only with its
 
 from __future__ import annotations
 
+import copy
 import re
 
 import pytest
@@ -13,22 +14,44 @@ from augcse.training.recipes.config import RECIPE_DIR, builtin_recipes
 from augcse.studies.reproduce import papers, resolved
 
 ROWS = [(paper.name, row) for paper in papers().values() for row in (*paper.rows, *paper.checkpoints)]
-# what every trained row's table must cover: the hyper-parameters the issue lists
-TRAINED_KEYS = {"model.backbone", "model.pooler", "training.learning_rate", "training.per_device_train_batch_size",
-                "training.num_train_epochs", "model.max_seq_length", "loss.params.temperature",
-                "training.eval_steps", "eval.dev", "data.corpus"}
 
 
 @pytest.mark.parametrize(("paper", "row"), ROWS, ids=[f"{p}/{r.name}" for p, r in ROWS])
 def test_row_resolves_to_the_papers_settings(paper, row):
     findings = paper_settings.check(paper, row.name, resolved(row))
     assert not findings, "\n".join(map(str, findings))
-    keys = {s.key for s in paper_settings.settings(paper, row.name)}
-    if row.trained:
-        assert TRAINED_KEYS <= keys, f"{paper}/{row.name} does not say {sorted(TRAINED_KEYS - keys)}"
-        assert {f"eval_pooler.{suite}" for suite in row.suites} <= keys
-    else:
-        assert "evaluate.pooler" in keys
+    if not row.trained:
+        assert "evaluate.pooler" in {s.key for s in paper_settings.settings(paper, row.name)}
+
+
+@pytest.mark.parametrize(("paper", "row"), [(p, r) for p, r in ROWS if r.trained],
+                         ids=[f"{p}/{r.name}" for p, r in ROWS if r.trained])
+def test_every_effective_key_of_every_trained_row_has_a_status(paper, row):
+    """Completeness: every leaf of the resolved recipe (the trainer's effective arguments included), bar the
+    exempt ones, is stated by the paper, taken from the authors' code, open, or a deviation."""
+    values = resolved(row)
+    assert not paper_settings.unrecorded(paper, row.name, values), \
+        f"{paper}/{row.name}: no status for {paper_settings.unrecorded(paper, row.name, values)}"
+    keys = set(paper_settings.leaf_keys(values))
+    assert {"training.lr_scheduler_type", "training.optim", "training.warmup_steps", "loss.params.temperature",
+            "model.max_seq_length", "data.dedupe", "data.fallback"} <= keys  # the trainer's defaults are in
+
+
+def test_a_key_removed_from_the_table_fails_completeness(monkeypatch):
+    """The completeness check is real: CARDS-base without its learning-rate status is caught by name."""
+    table = copy.deepcopy(paper_settings._table())
+    del table["profiles"]["cards-base"]["training.learning_rate"]
+    monkeypatch.setattr(paper_settings, "_table", lambda: table)
+    row = {r.name: r for r in papers()["cards"].rows}["roberta-base"]
+    assert paper_settings.unrecorded("cards", "roberta-base", resolved(row)) == ["training.learning_rate"]
+
+
+def test_an_exempt_key_must_name_no_value():
+    """Exemptions are outputs, cadence, workers and memory only."""
+    exempt = set(paper_settings.exempt())
+    assert not exempt & {"training.learning_rate", "data.corpus", "loss.params.temperature", "model.pooler"}
+    assert paper_settings.is_exempt("data.views[0].n_process") and paper_settings.is_exempt("data.views[3].positive_column")
+    assert not paper_settings.is_exempt("data.views[0].p")
 
 
 def test_table_has_no_row_that_reproduce_lacks():
@@ -36,9 +59,9 @@ def test_table_has_no_row_that_reproduce_lacks():
     assert listed == {(paper, row.name) for paper, row in ROWS}
 
 
-def test_changing_a_stated_value_fails(monkeypatch):
-    """The check is real: VaSCL's SimCSE baseline back at SimCSE's 1e-5, or VaSCL with deduplicated data,
-    is caught and named with the paper's section."""
+def test_changing_a_stated_value_fails():
+    """The check is real: VaSCL's SimCSE baseline back at SimCSE's 1e-5, or VaSCL without the authors'
+    deduplication, is caught and named with its source."""
     rows = {row.name: row for row in papers()["vascl"].rows}
     values = resolved(rows["simcse-roberta-base"])
     values["training"]["learning_rate"] = 1.0e-5
@@ -46,39 +69,53 @@ def test_changing_a_stated_value_fails(monkeypatch):
     assert str(finding) == ("vascl/simcse-roberta-base: training.learning_rate is 1.0e-05, not the paper's 3.0e-05 "
                             "(VaSCL App. A ('3e-05 for optimizing the contrastive learning head and the backbone'))")
     values = resolved(rows["roberta-base"])
-    values["data"]["dedupe"] = True
-    assert [f.setting.key for f in paper_settings.check("vascl", "roberta-base", values)] == ["data.dedupe"]
-    # a recorded deviation holds the recipe to ours: CARDS' rescaled lr may not silently go back either
-    values = resolved({row.name: row for row in papers()["cards"].rows}["roberta-base"])
-    values["training"]["learning_rate"] = 4.0e-5
-    (finding,) = paper_settings.check("cards", "roberta-base", values)
-    assert "not ours (a recorded deviation) 1.0e-05" in str(finding)
+    values["data"]["dedupe"] = False
+    (finding,) = paper_settings.check("vascl", "roberta-base", values)
+    assert finding.setting.key == "data.dedupe" and "the authors' code's true" in str(finding)
+    # a recorded deviation holds the recipe to ours: VaSCL's uniform start may not silently change either
+    values = resolved(rows["roberta-base"])
+    values["loss"]["params"]["noise"] = "gaussian"
+    (finding,) = paper_settings.check("vascl", "roberta-base", values)
+    assert "not ours (a recorded deviation) uniform" in str(finding)
 
 
-def test_the_six_rows_of_the_audit_are_fixed():
+def test_the_rows_of_the_second_reading_are_fixed():
     rows = {(paper.name, row.name): row for paper in papers().values() for row in paper.rows}
-    for name in ("simcse-roberta-base", "simcse-distilroberta", "simcse-roberta-large"):
-        recipe = resolved(rows["vascl", name])
-        assert recipe["training"]["learning_rate"] == 3.0e-5 and recipe["loss"]["params"]["head"] == "vascl"
-        assert recipe["data"]["dedupe"] is False
-    assert resolved(rows["vascl", "roberta-base"])["data"]["dedupe"] is False
-    for name in ("pi-roberta-base", "mv-roberta-base", "dn-roberta-base", "ensemble-roberta-base"):
-        assert resolved(rows["sda", name])["eval_pooler"] == {"sts": "cls", "transfer": "avg_top2"}
-    for name in ("roberta-base", "simcse-roberta-base", "roberta-large", "simcse-roberta-large"):
-        data = resolved(rows["cards", name])["data"]
-        assert data["dedupe"] is True and data["min_words"] == 3
-    assert rows["cards", "simcse-roberta-large"].published == ("cards/simcse-roberta-large-ours",)
     lrs = {name: resolved(rows["cards", name])["training"]["learning_rate"]
-           for name in ("roberta-large", "simcse-roberta-large", "roberta-base", "simcse-roberta-base")}
-    assert lrs == {"roberta-large": 3.0e-5, "simcse-roberta-large": 3.0e-5, "roberta-base": 1.0e-5,
-                   "simcse-roberta-base": 1.0e-5}
+           for name in ("roberta-base", "switch-case-only-roberta-base", "retrieval-only-roberta-base",
+                        "roberta-large", "switch-case-only-roberta-large", "retrieval-only-roberta-large")}
+    assert lrs == {"roberta-base": 4.0e-5, "switch-case-only-roberta-base": 4.0e-5,
+                   "retrieval-only-roberta-base": 4.0e-5, "roberta-large": 7.5e-6,
+                   "switch-case-only-roberta-large": 7.5e-6, "retrieval-only-roberta-large": 7.5e-6}
+    kinds = {s.key: s.kind for s in paper_settings.settings("cards", "roberta-base")}
+    assert kinds["training.learning_rate"] == "code"
+    for name in ("roberta-base", "distilroberta", "roberta-large", "simcse-roberta-base", "simcse-distilroberta",
+                 "simcse-roberta-large"):
+        values = resolved(rows["vascl", name])
+        assert values["data"]["dedupe"] is True, name
+        assert values["training"]["lr_scheduler_type"] == "constant", name
+    for name in ("simcse-roberta-base", "simcse-distilroberta", "simcse-roberta-large"):
+        assert resolved(rows["vascl", name])["loss"]["params"]["symmetric"] is True
+    for name in ("roberta-large", "retrieval-only-roberta-base"):
+        assert resolved(rows["cards", name])["data"]["views"][0]["retrieval_max_seq_length"] == 32
+    kinds = {s.key: s.kind for s in paper_settings.settings("cards", "roberta-large")}
+    assert kinds["data.views[0].variant"] == "deviation"
+    for paper, row in (("augcse", "bert-base"), ("sda", "pi-bert-base"), ("vascl", "roberta-base")):
+        deviating = {s.key for s in paper_settings.deviations(paper, row)}
+        assert deviating & {"data.views[0].augmentations", "data.views[0].variant", "loss.params.noise"}
+    assert {row.name for row in papers()["cards"].checkpoints} == {"released-roberta-base", "released-roberta-large"}
+    assert "cards/released-roberta-base" not in rows["cards", "roberta-base"].published
 
 
-def test_a_deviation_needs_its_reason(monkeypatch):
-    bad = {"profiles": {}, "papers": {"x": {"r": {"training.learning_rate": {"paper": 1.0, "source": "§1", "ours": 2.0}}}}}
-    monkeypatch.setattr(paper_settings, "_table", lambda: bad)
-    with pytest.raises(ValueError, match="needs ours and reason"):
-        paper_settings.settings("x", "r")
+def test_a_setting_needs_its_source_or_reason(monkeypatch):
+    for spec, message in (({"paper": 1.0, "source": "§1", "ours": 2.0}, "needs ours and reason"),
+                          ({"code": 1.0}, "needs its source"),
+                          ({"open": 1.0}, "open and reason only"),
+                          ({"paper": 1.0, "code": 1.0, "source": "§1"}, "exactly one of paper, code or open")):
+        bad = {"profiles": {}, "papers": {"x": {"r": {"training.learning_rate": spec}}}}
+        monkeypatch.setattr(paper_settings, "_table", lambda: bad)
+        with pytest.raises(ValueError, match=message):
+            paper_settings.settings("x", "r")
 
 
 def test_lookup_reads_nested_keys_and_list_items():

@@ -225,16 +225,18 @@ def test_vascl_rows_are_evaluated_on_its_clustering_and_intent_tables(tmp_path, 
     assert "SNIPS/5shot 78.97 ± 3.69" in out and "HWU64/20shot 77.66 ± 0.64" in out
 
 
-def test_dry_run_json_lists_runs_figures_and_deviations(tmp_path, capsys):
+def test_dry_run_json_lists_runs_figures_and_settings_by_kind(tmp_path, capsys):
     assert main(["reproduce", "cards", "--dry-run", "--json", "--seeds", "1", "--output", str(tmp_path)]) == 0
     plan_data = json.loads(capsys.readouterr().out)
     assert plan_data["paper"] == "cards" and len(plan_data["runs"]) == len(papers()["cards"].rows)
     assert plan_data["published"]["simcse-roberta-large"] == {"cards/simcse-roberta-large-ours": {"sts_avg": 78.74}}
     settings = {entry["row"]: entry for entry in plan_data["settings"]}
-    (lr,) = [d for d in settings["roberta-large"]["deviations"] if d["key"] == "training.learning_rate"]
-    assert lr["paper"] == 7.5e-6 and lr["ours"] == 3.0e-5 and "SimCSE" in lr["reason"]
+    (lr,) = [d for d in settings["roberta-large"]["code"] if d["key"] == "training.learning_rate"]
+    assert lr["value"] == 7.5e-6 and "CARDS README" in lr["source"]
+    (variant,) = [d for d in settings["roberta-large"]["deviation"] if d["key"] == "data.views[0].variant"]
+    assert variant["stated"] == "v2" and variant["value"] == "v1" and "README" in variant["reason"]
     assert all(not entry["differs_from_table"] for entry in plan_data["settings"])
-    held = {item["key"]: item for item in settings["roberta-base"]["as_stated"]}
+    held = {item["key"]: item for item in settings["roberta-base"]["paper"]}
     assert held["data.dedupe"] == {"key": "data.dedupe", "value": True,
                                    "source": "CARDS §3.1 (we deduplicate the Wiki-1m dataset)"}
     assert held["data.min_words"]["value"] == 3
@@ -243,10 +245,50 @@ def test_dry_run_json_lists_runs_figures_and_deviations(tmp_path, capsys):
 
 
 def test_dry_run_names_a_command_line_override_that_leaves_the_paper(tmp_path, capsys):
-    assert main(["reproduce", "vascl", "data.dedupe=true", "--rows", "roberta-base", "--dry-run", "--seeds", "1",
+    assert main(["reproduce", "vascl", "data.dedupe=false", "--rows", "roberta-base", "--dry-run", "--seeds", "1",
                  "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "DIFFERS FROM THE TABLE: vascl/roberta-base: data.dedupe is true, not the paper's false" in out
+    assert "DIFFERS FROM THE TABLE: vascl/roberta-base: data.dedupe is false, not the authors' code's true" in out
+    for title in ("stated by the paper (", "from the authors' code or README (the paper is silent) (",
+                  "open (neither says; the value taken and why) (", "deviations (and why) ("):
+        assert title in out
+
+
+def test_a_missing_corpus_is_refused_before_any_model_loads(data_dir, tmp_path, capsys, monkeypatch):
+    """The data directory holds only SimCSE's 11,914-line slice: the row is refused, naming the file and the
+    download command, and nothing is trained or loaded; the dry run says which file each row would read."""
+    import augcse.studies.runs as runs
+
+    monkeypatch.setattr(runs, "execute", lambda *a, **k: pytest.fail("a run started"))
+    monkeypatch.setattr("augcse.models.load.load_model", lambda *a, **k: pytest.fail("a model loaded"))
+    code = main(["reproduce", "simcse", "--rows", "bert-base", "--seeds", "1", "--output", str(tmp_path),
+                 "--data-dir", str(data_dir)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "corpus/wiki1m_for_simcse.txt is not in the data directory" in err
+    assert "augcse download corpus --data-dir DIR" in err and "data.corpus=FILE" in err
+    assert not (tmp_path / "simcse" / "bert-base-s1").exists()
+
+    assert main(["reproduce", "simcse", "--rows", "bert-base", "--seeds", "1", "--dry-run", "--json",
+                 "--output", str(tmp_path), "--data-dir", str(data_dir)]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["corpus"] == {"name": "corpus/wiki1m_for_simcse.txt", "file": None, "lines": None}
+    # a smaller corpus named on purpose: read, counted, priced, and shown as leaving the paper
+    small = "corpus/wiki1m_for_simcse.first11914.txt"
+    assert main(["reproduce", "simcse", f"data.corpus={small}", "--rows", "bert-base", "--seeds", "1", "--dry-run",
+                 "--output", str(tmp_path), "--data-dir", str(data_dir)]) == 0
+    out = capsys.readouterr().out
+    assert f"reads {data_dir / small} (11,914 lines)" in out
+    assert f"{11914 / 417 / 3600:.2f} GPU-h" in out
+    assert f"DIFFERS FROM THE TABLE: simcse/bert-base: data.corpus is {small}, not the paper's" in out
+
+
+def test_a_released_checkpoint_published_as_a_download_names_its_address(tmp_path, capsys):
+    assert main(["reproduce", "cards", "--checkpoints", "--rows", "released-roberta-base", "--output",
+                 str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "cards_roberta_base.zip" in err and "--checkpoint cards_roberta_base=FOLDER" in err
 
 
 def test_coverage_table_is_generated_and_accounts_for_every_published_row():

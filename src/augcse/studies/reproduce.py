@@ -29,7 +29,8 @@ from augcse.studies.published import SCORE_COLUMNS, Published, Reported, publish
 from augcse.training.recipes.config import Recipe, load_recipe
 from augcse.core.document import Document, Paragraph, Table
 from augcse.studies.runs import (  # noqa: F401 (re-exported: a reproduction is a table of runs)
-    Evaluate, Evaluation, Row, Run, evaluate_model, execute, plan_runs, run_all, torchrun_command, write_scores,
+    PLAN_OVERRIDES, Evaluate, Evaluation, Row, Run, check_inputs, evaluate_model, execute, plan_runs, run_all,
+    torchrun_command, write_scores,
 )
 
 DEFAULT_SEEDS = (1, 11, 42, 68, 421)
@@ -141,14 +142,47 @@ def resolved(row: Row, recipe: Recipe | None = None) -> dict[str, Any]:
     evaluation row, ``evaluate.model`` and ``evaluate.pooler``."""
     if not row.trained:
         return {"evaluate": {"model": row.evaluate.model, "pooler": row.evaluate.pooler}}
-    recipe = recipe or load_recipe(None, row.recipe, list(row.overrides))
+    from augcse.training.run import effective_training
+
+    recipe = recipe or load_recipe(None, row.recipe, [*row.overrides, *PLAN_OVERRIDES])
     values = recipe.to_dict()
+    values["training"] = {**values["training"], **effective_training(recipe)}
     values["eval_pooler"] = {suite: dict(row.eval_poolers).get(suite, recipe.model.pooler) for suite in row.suites}
     return values
 
 
-def gpu_hours(run: Run, nproc: int = 1) -> float:
-    """Training time at the documented throughput (:func:`throughput`); evaluation rows count as 0."""
+@dataclass(frozen=True)
+class CorpusFile:
+    """The file a trained run would read here, and its line count (None: not here)."""
+
+    path: Path | None
+    lines: int | None
+
+
+@cache
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+
+
+def corpus_file(run: Run, data_dir: str | None) -> CorpusFile:
+    """Where the run's ``data.corpus`` is on this machine (a path, else under the data directory) and its
+    lines; nothing is downloaded and nothing substituted."""
+    from augcse.assets.resolve import AssetError, resolve_data
+
+    corpus = run.recipe.data.corpus
+    path = Path(corpus).expanduser()
+    if not path.is_file():
+        try:
+            path = resolve_data(corpus, data_dir, download=False)
+        except AssetError:
+            return CorpusFile(None, None)
+    return CorpusFile(path, _count_lines(path))
+
+
+def gpu_hours(run: Run, nproc: int = 1, corpus_lines: int | None = None) -> float:
+    """Training time at the documented throughput (:func:`throughput`) over ``corpus_lines`` (the file the
+    run reads; the paper's 10^6 sentences when it is not here); evaluation rows count as 0."""
     if run.recipe is None:
         return 0.0
     spec = throughput()
@@ -156,7 +190,8 @@ def gpu_hours(run: Run, nproc: int = 1) -> float:
     if training.get("max_steps", -1) and training.get("max_steps", -1) > 0:
         sentences = training["max_steps"] * training.get("per_device_train_batch_size", 64) * nproc
     else:
-        corpus = min(spec.corpus_sentences, run.recipe.data.limit or spec.corpus_sentences)
+        lines = corpus_lines or spec.corpus_sentences
+        corpus = min(lines, run.recipe.data.limit or lines)
         sentences = corpus * training.get("num_train_epochs", 1)
     speed = spec.sentences_per_second / (spec.large_slowdown if "large" in run.recipe.model.backbone else 1.0)
     return sentences / speed / 3600
@@ -344,19 +379,27 @@ def headline_figures(row: Row, ref: Published) -> set[str]:
 
 
 def row_settings(paper: Paper, runs: list[Run]) -> list[dict[str, Any]]:
-    """Per row: its deviations from the paper (and settings the paper leaves open) with their reasons, and
-    what the run's recipe (with the command line's overrides) holds differently from the table."""
+    """Per row: every setting by kind (:data:`augcse.studies.paper_settings.KINDS`: stated by the paper, taken
+    from the authors' code, open, a deviation), and what the run's recipe (with the command line's
+    overrides) holds differently from the table, or has that the table does not record."""
     out = []
     for row in dict.fromkeys(run.row for run in runs):
         recipe = next((run.recipe for run in runs if run.row == row and run.trained), None)
         values = resolved(row, recipe)
-        overridden = [str(finding) for finding in paper_settings.check(paper.name, row.name, values)]
-        settings = paper_settings.settings(paper.name, row.name)
-        out.append({"row": row.name, "deviations": [
-            {"key": s.key, "paper": None if not s.stated else s.paper, "stated": s.stated, "source": s.source,
-             "ours": s.expected, "reason": s.reason} for s in settings if s.deviates],
-            "as_stated": [{"key": s.key, "value": s.paper, "source": s.source} for s in settings if not s.deviates],
-            "differs_from_table": overridden})
+        differs = [str(finding) for finding in paper_settings.check(paper.name, row.name, values)]
+        differs += [f"{paper.name}/{row.name}: {key} = {paper_settings.show(paper_settings.lookup(values, key))} "
+                    "has no status in the table" for key in paper_settings.unrecorded(paper.name, row.name, values)]
+        entry: dict[str, Any] = {"row": row.name, **{kind: [] for kind in paper_settings.KINDS}}
+        for setting in paper_settings.settings(paper.name, row.name):
+            item = {"key": setting.key, "value": setting.expected}
+            if setting.basis:
+                item.update({"source": setting.source} if setting.kind != "deviation" else
+                            {"basis": setting.basis, "stated": setting.value, "source": setting.source})
+            if setting.reason:
+                item["reason"] = setting.reason
+            entry[setting.kind].append(item)
+        entry["differs_from_table"] = differs
+        out.append(entry)
     return out
 
 
@@ -365,29 +408,51 @@ def _memory_json(need: MemoryNeed | None) -> dict[str, Any] | None:
                                        "mini_batch_size": need.mini_batch_size, "mini_batch_size_to_fit": need.fits_with}
 
 
-def plan_json(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float | None = None) -> dict[str, Any]:
-    """The dry run for tools: runs, published figures, per-row deviations, GPU-hours and GPU memory."""
+def _corpora(runs: list[Run], data_dir: str | None) -> dict[int, CorpusFile]:
+    return {id(run): corpus_file(run, data_dir) for run in runs if run.trained}
+
+
+def plan_json(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float | None = None,
+              data_dir: str | None = None) -> dict[str, Any]:
+    """The dry run for tools: runs (with the corpus file each reads here and its lines), published figures,
+    per-row settings by kind, GPU-hours and GPU memory."""
     rows = list(dict.fromkeys(run.row for run in runs))
+    corpora = _corpora(runs, data_dir)
+
+    def hours(run: Run) -> float:
+        return gpu_hours(run, nproc, corpora[id(run)].lines if run.trained else None)
+
+    def corpus(run: Run) -> dict[str, Any] | None:
+        found = corpora.get(id(run))
+        return None if found is None else {"name": run.recipe.data.corpus, "file": str(found.path) if found.path else None,
+                                           "lines": found.lines}
+
     return {
         "paper": paper.name, "title": paper.title,
         "runs": [{"row": run.row.name, "seed": run.seed, "run_dir": str(run.run_dir), "done": run.done,
                   "recipe": run.row.recipe, "overrides": list(run.row.overrides),
                   "evaluate": run.model, "tasks": run.tasks or run.row.tasks_spec(),
                   "eval_poolers": dict(run.row.eval_poolers), "all_metrics": list(run.row.all_metrics),
-                  "main": run.row.main,
-                  "gpu_hours": round(gpu_hours(run, nproc), 3),
+                  "main": run.row.main, "corpus": corpus(run),
+                  "gpu_hours": round(hours(run), 3),
                   "gpu_memory": _memory_json(gpu_memory(run, gpu_memory_gib))} for run in runs],
         "published": {row.name: {ref: {k: v for k, v in published(ref).scores.items()
                                        if k in headline_figures(row, published(ref))} for ref in row.published}
                       for row in rows},
         "settings": row_settings(paper, runs),
-        "gpu_hours_to_run": round(sum(gpu_hours(run, nproc) for run in runs if not run.done), 3),
+        "gpu_hours_to_run": round(sum(hours(run) for run in runs if not run.done), 3),
         "gpu_memory_source": f"an estimate, {memory_model().source}",
     }
 
 
-def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float | None = None) -> str:
+KIND_TITLES = {"paper": "stated by the paper", "code": "from the authors' code or README (the paper is silent)",
+               "open": "open (neither says; the value taken and why)", "deviation": "deviations (and why)"}
+
+
+def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float | None = None,
+                  data_dir: str | None = None) -> str:
     spec = throughput()
+    corpora = _corpora(runs, data_dir)
     out = [f"{paper.title}", "", f"{len(runs)} runs:"]
     for run in runs:
         state = "done" if run.done else ("partial, resumes" if run.started else "to run")
@@ -395,29 +460,40 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: flo
             what = f"recipe {run.row.recipe} seed {run.seed}" + (f" + {' '.join(run.row.overrides)}" if run.row.overrides else "")
             what += "".join(f"; {suite} evaluated through {pooler}" for suite, pooler in run.row.eval_poolers)
             what += "".join(f"; {suite} evaluated after training, every metric" for suite in run.row.all_metrics)
+            found = corpora[id(run)]
+            what += (f"; reads {found.path} ({found.lines:,} lines)" if found.path else
+                     f"; corpus {run.recipe.data.corpus} NOT HERE (augcse download corpus fetches it)")
         else:
             what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler}) on {run.tasks or run.row.tasks_spec()}"
             what += "".join(f"; {suite} with every metric" for suite in run.row.all_metrics)
         kind = "main" if run.row.main else "ablation/baseline"
         memory = f"; {describe_memory(gpu_memory(run, gpu_memory_gib))}" if run.trained else ""
-        out.append(f"  {run.run_dir}  [{kind}; {state}; {gpu_hours(run, nproc):.2f} GPU-h{memory}]  {what}")
+        hours = gpu_hours(run, nproc, corpora[id(run)].lines if run.trained else None)
+        out.append(f"  {run.run_dir}  [{kind}; {state}; {hours:.2f} GPU-h{memory}]  {what}")
     out += ["", "Published figures compared with:"]
     for row in dict.fromkeys(run.row for run in runs):
         for ref in map(published, row.published):
             figures = ", ".join(f"{k} {v:.2f}" + (f" ± {ref.sd[k]:.2f}" if k in ref.sd else "")
                                 for k, v in ref.scores.items() if k in headline_figures(row, ref))
             out.append(f"  {row.name}: {ref.id} ({ref.source}; {ref.reported.value}): {figures}")
-    out += ["", "Settings per row (data/paper_settings.yaml): those as the paper (or the authors' README) states "
-                "them, then each that differs or that the paper leaves open, with the reason:"]
+    out += ["", "Settings per row (data/paper_settings.yaml), every effective key in one of four kinds:"]
     for entry in row_settings(paper, runs):
-        held = ", ".join(f"{item['key']}={paper_settings.show(item['value'])}" for item in entry["as_stated"])
-        out.append(f"  {entry['row']}: as stated: {held}")
-        out += [f"    {s.describe()}" for s in paper_settings.deviations(paper.name, entry["row"])] or [
-            "    none: every stated setting is the paper's"]
+        out.append(f"  {entry['row']}:")
+        by_key = {s.key: s for s in paper_settings.settings(paper.name, entry["row"])}
+        for kind in paper_settings.KINDS:
+            if not entry[kind]:
+                continue
+            if kind in ("paper", "code"):
+                held = ", ".join(f"{item['key']}={paper_settings.show(item['value'])}" for item in entry[kind])
+                out.append(f"    {KIND_TITLES[kind]} ({len(entry[kind])}): {held}")
+            else:
+                out.append(f"    {KIND_TITLES[kind]} ({len(entry[kind])}):")
+                out += [f"      {by_key[item['key']].describe()}" for item in entry[kind]]
         out += [f"    DIFFERS FROM THE TABLE: {text}" for text in entry["differs_from_table"]]
-    total = sum(gpu_hours(run, nproc) for run in runs if not run.done)
+    total = sum(gpu_hours(run, nproc, corpora[id(run)].lines if run.trained else None) for run in runs if not run.done)
     out += ["", f"GPU-hours still to run: {total:.1f} at {spec.sentences_per_second:g} sentences/s per GPU "
-                f"(documented, not measured here: {spec.source})"]
+                f"(documented, not measured here: {spec.source}), over each corpus file's lines here "
+                f"({spec.corpus_sentences:,} where it is not here)"]
     budget = f" against --gpu-memory {gpu_memory_gib:g} GiB" if gpu_memory_gib else " (--gpu-memory GiB checks them against a GPU)"
     out += [f"GPU memory per process{budget}: an estimate, {memory_model().source}"]
     return "\n".join(out)

@@ -21,6 +21,9 @@ from typing import Any
 from augcse.training.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
 
 RESERVED_KEYS = {"name": "the run names come from the rows", "seed": "use --seeds", "output_dir": "use --output"}
+# what every planned run adds to its recipe, before the command line's overrides: a table trains on the corpus
+# its rows name, never on a fallback (a user who wants another corpus names it, and the row shows it)
+PLAN_OVERRIDES = ("data.fallback=[]",)
 
 @dataclass(frozen=True)
 class Evaluate:
@@ -28,6 +31,7 @@ class Evaluate:
 
     model: str
     pooler: str | None
+    url: str | None = None  # where a checkpoint that is not on the Hub is published (a download to unzip)
 
 
 @dataclass(frozen=True)
@@ -184,10 +188,69 @@ def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: 
             extra = [f"eval.after={tasks or row.tasks_spec()}", *([f"eval.budgets=[{', '.join(map(str, budgets))}]"]
                                                                   if budgets else [])]
             recipe = load_recipe(None if builtin else row.recipe, row.recipe if builtin else None,
-                                 [*row.overrides, *extra, *overrides, f"name={name}", f"seed={seed}",
+                                 [*row.overrides, *PLAN_OVERRIDES, *extra, *overrides, f"name={name}", f"seed={seed}",
                                   f"output_dir={root}"])
             runs.append(Run(row, seed, recipe.run_dir, recipe=recipe, tasks=tasks))
     return runs
+
+
+def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
+    """What the unfinished runs name and this machine lacks, one line each: a corpus (with the ``augcse
+    download`` command that fetches it), a model that cannot load offline or is published only as a download,
+    evaluation data. Checked before anything trains, so a table never starts on what it cannot finish."""
+    from augcse.assets.download import source_for
+    from augcse.assets.resolve import AssetError, has_data, resolve_model
+    from augcse.evaluation.tasks import get_task, load_builtin_tasks, resolve_tasks
+
+    load_builtin_tasks()
+    found: dict[str, str] = {}
+    for run in runs:
+        if run.done:
+            continue
+        where = run.row.name
+        if run.trained:
+            corpus = run.recipe.data.corpus
+            if not Path(corpus).expanduser().is_file() and not has_data(corpus, data_dir):
+                source = source_for(corpus)
+                fetch = (f"fetch it with `augcse download {source.group.value} --data-dir DIR`" if source
+                         else "give the file")
+                found.setdefault(corpus, f"row {where}: corpus {corpus} is not in the data directory "
+                                         f"({data_dir or 'none given'}); {fetch}, or name another with "
+                                         f"data.corpus=FILE (the row is then shown as deviating)")
+            model = run.recipe.model.backbone
+        else:
+            model = run.model
+        if run.row.evaluate is not None and run.row.evaluate.url and not Path(model).expanduser().is_dir():
+            found.setdefault(model, f"row {where}: {model} is published as a download, not on the Hub: unzip "
+                                    f"{run.row.evaluate.url} and pass --checkpoint {model}=FOLDER")
+            continue
+        try:
+            resolve_model(model)
+        except AssetError as exc:
+            found.setdefault(model, f"row {where}: {exc}")
+        apart = [] if run.trained or run.tasks else [run.row.tasks_of(run.row.all_metrics)] * bool(run.row.all_metrics)
+        specs = [run.tasks or run.row.tasks_spec(), *apart, *(extra.tasks for extra in run.extra_evaluations)]
+        for task in resolve_tasks(",".join(filter(None, specs))):
+            lacking = [f for f in get_task(task).record.files if not has_data(f, data_dir)]
+            if lacking:
+                source = source_for(lacking[0])
+                fetch = f"`augcse download {source.group.value} --data-dir DIR`" if source else "the data directory"
+                found.setdefault(task, f"row {where}: task {task} needs {lacking[0]}, not in the data directory "
+                                       f"({data_dir or 'none given'}); fetch it with {fetch}")
+    return list(found.values())
+
+
+def check_inputs(runs: Sequence[Run], data_dir: str | None) -> None:
+    """Refuses, in one line, a table whose unfinished runs name what this machine lacks (:func:`missing_inputs`)."""
+    missing = missing_inputs(runs, data_dir)
+    if missing:
+        more = f" (and {len(missing) - 1} more missing: {'; '.join(missing[1:3])}{' …' if len(missing) > 3 else ''})" \
+            if len(missing) > 1 else ""
+        raise MissingInput(missing[0] + more)
+
+
+class MissingInput(ValueError):
+    """A table's run names a corpus, model or data file that is not here; refused before anything trains."""
 
 
 def torchrun_command(run: Run, nproc: int, data_dir: str | None, resume: bool, restart: bool = False) -> list[str]:
