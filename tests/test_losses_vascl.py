@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from augcse.losses.vascl import VaSCLLoss, nearest_neighbours
+from augcse.core.schema import RecipeError
+from augcse.losses.vascl import VaSCLLoss, nearest_neighbours, start_noise
 
 TAU = 0.05
 
@@ -96,3 +97,88 @@ def test_head_gradient_follows_the_authors_code(tiny_st, monkeypatch, clean_grad
     loss.neighbourhood_loss(clean, loss.head(e + delta), neighbours).backward()
     for mine, reference in zip(got, loss.head.parameters()):
         torch.testing.assert_close(mine, reference.grad)
+
+
+def test_cosine_ranks_by_direction_where_dot_ranks_by_norm():
+    """Row 0 = (1, 0); row 1 = (10, 10) is long at 45°; row 2 = (1, 0.1) is short and almost parallel to row 0.
+    Dot products: 0·1 = 10, 0·2 = 1, 1·2 = 11; cosines: 0·1 = 0.707, 0·2 = 0.995, 1·2 = 0.774."""
+    e = torch.tensor([[1.0, 0.0], [10.0, 10.0], [1.0, 0.1]], dtype=torch.float64)
+    assert nearest_neighbours(e, 1).tolist() == [[1], [2], [1]]
+    assert nearest_neighbours(e, 1, "dot").tolist() == [[1], [2], [1]]
+    assert nearest_neighbours(e, 1, "cosine").tolist() == [[2], [2], [0]]
+
+
+def test_similarity_picks_the_neighbours_of_the_loss(tiny_st, monkeypatch):
+    torch.manual_seed(4)
+    e = torch.randn(6, 32, dtype=torch.float64) * torch.tensor([1.0, 20.0, 1.0, 20.0, 1.0, 20.0],
+                                                               dtype=torch.float64)[:, None]
+    delta = 5 * F.normalize(torch.randn(6, 32, dtype=torch.float64), dim=-1)
+    got = {}
+    for similarity in ("dot", "cosine"):
+        loss = VaSCLLoss(tiny_st, topk=2, eps=5.0, similarity=similarity).double()
+        monkeypatch.setattr(loss, "virtual_perturbation", lambda base, neighbours: delta)
+        got[similarity] = loss.compute_loss({"anchor": e, "positive": e})["neighbourhood"]
+        want = loss.neighbourhood_loss(loss.head(e), loss.head(e + delta), nearest_neighbours(e, 2, similarity))
+        torch.testing.assert_close(got[similarity], want, rtol=1e-12, atol=0)
+    assert not torch.equal(nearest_neighbours(e, 2, "dot"), nearest_neighbours(e, 2, "cosine"))
+    assert abs(got["dot"] - got["cosine"]) > 1e-6
+
+
+def test_uniform_start_is_the_codes_draw_and_gaussian_is_standard_normal():
+    like = torch.zeros(4000, 50, dtype=torch.float64)
+    torch.manual_seed(6)
+    uniform = start_noise(like)
+    torch.manual_seed(6)
+    assert torch.equal(uniform, torch.rand_like(like) - 0.5)
+    assert uniform.min() >= -0.5 and uniform.max() < 0.5
+    assert uniform.std().item() == pytest.approx(1 / math.sqrt(12), abs=0.005)
+    torch.manual_seed(6)
+    gaussian = start_noise(like, "gaussian")
+    assert gaussian.mean().item() == pytest.approx(0.0, abs=0.005)
+    assert gaussian.std().item() == pytest.approx(1.0, abs=0.005)
+    assert (gaussian < -0.5).float().mean().item() == pytest.approx(0.3085, abs=0.005)  # Φ(−0.5)
+
+
+def code_perturbation(loss, e, neighbours, xi):
+    """The authors' step by hand: d ~ U(−0.5, 0.5) normalised, g = ∇_d ℓ_N(e + ξd), δ = Δ g/‖g‖."""
+    d = F.normalize(torch.rand_like(e) - 0.5, dim=-1).requires_grad_(True)
+    (g,) = torch.autograd.grad(loss.probe_loss(e, xi * d, neighbours), d)
+    return loss.eps * g / g.norm(dim=-1, keepdim=True)
+
+
+def test_default_perturbation_is_the_codes_single_uniform_step(tiny_st):
+    loss = VaSCLLoss(tiny_st, topk=3, eps=2.0, xi=0.5)
+    torch.manual_seed(7)
+    e = torch.randn(8, 32) * 3
+    neighbours = nearest_neighbours(e, 3)
+    torch.manual_seed(8)
+    want = code_perturbation(loss, e, neighbours, 0.5)
+    options = (({}, True), ({"noise": "uniform", "ascent_steps": 1}, True), ({"noise": "gaussian"}, False))
+    for explicit, same in options:
+        other = VaSCLLoss(tiny_st, topk=3, eps=2.0, xi=0.5, **explicit)
+        other.head.load_state_dict(loss.head.state_dict())  # the same head: only the options differ
+        torch.manual_seed(8)
+        assert torch.equal(other.virtual_perturbation(e, neighbours), want) == same
+
+
+def test_second_ascent_step_is_the_normalised_gradient_at_the_first(tiny_st):
+    """Step 2 probes at δ₁ itself (norm Δ, not ξ): δ₂ = Δ ∇_δ ℓ_N(e + δ₁)/‖·‖, still of norm Δ."""
+    torch.manual_seed(9)
+    loss = VaSCLLoss(tiny_st, topk=3, eps=2.0, xi=0.5, ascent_steps=2).double()
+    e = torch.randn(8, 32, dtype=torch.float64) * 3
+    neighbours = nearest_neighbours(e, 3)
+    torch.manual_seed(10)
+    first = code_perturbation(loss, e, neighbours, 0.5).requires_grad_(True)
+    (g,) = torch.autograd.grad(loss.probe_loss(e, first, neighbours), first)
+    want = 2.0 * g / g.norm(dim=-1, keepdim=True)
+    torch.manual_seed(10)
+    got = loss.virtual_perturbation(e, neighbours)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got.norm(dim=-1), torch.full((8,), 2.0, dtype=torch.float64))
+    assert (got - first).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("bad", [{"ascent_steps": 0}, {"noise": "laplace"}, {"similarity": "euclidean"}])
+def test_new_options_are_checked(tiny_st, bad):
+    with pytest.raises(RecipeError, match=next(iter(bad))):
+        VaSCLLoss(tiny_st, **bad)

@@ -113,3 +113,37 @@ def test_text_ids_ignore_padding_and_mask_own_text(tiny_st, monkeypatch):
         logits += [sim(anchor[i], negative[j]) for j in range(2) if not (query_ids[i] == key_ids[j])]
         rows.append(-(logits[i] - torch.logsumexp(torch.stack(logits), 0)))
     assert masked["contrastive"].item() == pytest.approx(float(sum(rows) / 2), rel=1e-5)
+
+
+LONG = ("The quick brown fox jumps over the lazy dog while the farmer watches from the old wooden "
+        "barn near the river bank")
+
+
+def test_retrieval_max_seq_length_embeds_the_truncated_sentence(tiny_st):
+    """Cut at 8 tokens, a long sentence is encoded as its first 6 word pieces between [CLS] and [SEP];
+    the model's own limit (32 here) is back afterwards."""
+    ids = tiny_st.tokenizer(LONG, truncation=True, max_length=8)["input_ids"]
+    head = tiny_st.tokenizer.decode(ids[1:-1])
+    assert tiny_st.tokenizer(head)["input_ids"] == ids  # the truncated form tokenizes to the same 8 ids
+    full = retrieval.mean_pooled(tiny_st, [LONG])
+    cut = retrieval.mean_pooled(tiny_st, [LONG], max_seq_length=8)
+    assert tiny_st.max_seq_length == 32
+    np.testing.assert_allclose(cut, retrieval.mean_pooled(tiny_st, [head]), rtol=0, atol=1e-6)
+    assert np.abs(cut - full).max() > 1e-3
+    np.testing.assert_array_equal(full, retrieval.mean_pooled(tiny_st, [LONG], max_seq_length=None))
+
+
+def test_cards_view_passes_retrieval_max_seq_length_and_caches_it_apart(tiny_st, tmp_path, monkeypatch):
+    from datasets import Dataset
+
+    from augcse.text.views import ViewContext, build_views
+
+    lengths = []
+    encode = retrieval.mean_pooled
+    monkeypatch.setattr(retrieval, "mean_pooled", lambda model, texts, batch_size=128, max_seq_length=None: (
+        lengths.append((max_seq_length, model.max_seq_length)) or encode(model, texts, batch_size, max_seq_length)))
+    context = ViewContext(model=tiny_st, seed=0, cache_dir=tmp_path)
+    for cut in (None, 8, None, 8):
+        build_views(Dataset.from_dict({"text": CORPUS[3:9] + [LONG]}),
+                    [{"name": "cards", "k": 2, "retrieval_max_seq_length": cut}], context)
+    assert lengths == [(None, 32), (8, 32)]  # each length mined once, then read from its own cache

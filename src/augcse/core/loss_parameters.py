@@ -53,6 +53,10 @@ class VaSCLParameters(ContrastiveParameters):
     detach: bool = True
     clean_gradient: bool = False
     head: HeadName | None = "vascl"
+    # the authors' code where the paper differs: uniform start, dot-product neighbours, one ascent step
+    noise: Literal["uniform", "gaussian"] = "uniform"
+    similarity: Literal["dot", "cosine"] = "dot"
+    ascent_steps: PositiveInt = 1
 
 
 class CARDSParameters(ContrastiveParameters):

@@ -2,7 +2,8 @@
 
 The index holds the deduplicated corpus (sentences of at least ``min_words`` words), each encoded once by
 the model *before* training (mean pooling of the token embeddings, L2-normalised, so inner product is
-cosine) in an exact Faiss ``IndexFlatIP``. Every training sentence gets its top-k neighbours with itself
+cosine) in an exact Faiss ``IndexFlatIP``; ``max_seq_length`` cuts the texts it sees (32 in the authors'
+code; ``None`` keeps the model's own length). Every training sentence gets its top-k neighbours with itself
 and exact duplicates (equal after whitespace normalisation) excluded. CARDS found that refreshing the
 index during training does not help (false negatives), so it never changes; it is cached on disk under
 a key of the corpus, the queries, the model and k, and reused by every run that shares them.
@@ -16,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,15 +62,31 @@ def _texts_hash(texts: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def mean_pooled(model, texts: Sequence[str], batch_size: int = 128) -> np.ndarray:
-    """Mean of the token embeddings under ``model`` (its own pooler aside), L2-normalised, float32."""
+@contextmanager
+def truncated(model, max_seq_length: int | None) -> Iterator[None]:
+    """``model.max_seq_length`` set to ``max_seq_length`` inside the block, restored after it (``None``: as is)."""
+    if max_seq_length is None:
+        yield
+        return
+    before = model.max_seq_length
+    model.max_seq_length = max_seq_length
+    try:
+        yield
+    finally:
+        model.max_seq_length = before
+
+
+def mean_pooled(model, texts: Sequence[str], batch_size: int = 128, max_seq_length: int | None = None) -> np.ndarray:
+    """Mean of the token embeddings under ``model`` (its own pooler aside), L2-normalised, float32;
+    each text cut at ``max_seq_length`` tokens (``None``: the model's own limit)."""
     import torch
 
     vectors = []
-    for start in range(0, len(texts), batch_size):
-        tokens = model.encode(list(texts[start:start + batch_size]), output_value="token_embeddings",
-                              batch_size=batch_size, convert_to_numpy=False)
-        vectors += [t.float().mean(0) for t in tokens]
+    with truncated(model, max_seq_length):
+        for start in range(0, len(texts), batch_size):
+            tokens = model.encode(list(texts[start:start + batch_size]), output_value="token_embeddings",
+                                  batch_size=batch_size, convert_to_numpy=False)
+            vectors += [t.float().mean(0) for t in tokens]
     matrix = torch.stack(vectors).cpu().numpy().astype(np.float32)
     return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
 
@@ -87,29 +105,33 @@ class Neighbours:
 
 
 def build_neighbours(corpus: Sequence[str], queries: Sequence[str], model, k: int, cache_dir: str | Path,
-                     min_words: int = 3, batch_size: int = 128) -> Neighbours:
-    """Mine (or load from ``cache_dir``) the top-k neighbours of ``queries`` in the deduplicated ``corpus``."""
+                     min_words: int = 3, batch_size: int = 128, max_seq_length: int | None = None) -> Neighbours:
+    """Mine (or load from ``cache_dir``) the top-k neighbours of ``queries`` in the deduplicated ``corpus``,
+    encoded cut at ``max_seq_length`` tokens (``None``: the model's own limit)."""
     import faiss
 
     index_texts = dedupe_corpus(corpus, min_words)
     queries = list(dict.fromkeys(queries))
     if len(index_texts) < 2:
         raise ValueError(f"the retrieval corpus has {len(index_texts)} sentence(s) of ≥ {min_words} words; need more")
-    key = hashlib.sha256(json.dumps({"corpus": _texts_hash(index_texts), "queries": _texts_hash(queries),
-                                     "model": model_fingerprint(model), "k": k, "min_words": min_words}
-                                    ).encode()).hexdigest()[:20]
+    identity = {"corpus": _texts_hash(index_texts), "queries": _texts_hash(queries),
+                "model": model_fingerprint(model), "k": k, "min_words": min_words}
+    if max_seq_length is not None:  # only when set, so the caches mined at full length keep their keys
+        identity["max_seq_length"] = max_seq_length
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:20]
     folder = Path(cache_dir) / key
     if (folder / "neighbours.npz").is_file():
         saved = np.load(folder / "neighbours.npz")
         logger.info("retrieval: reusing the cached neighbour lists in %s", folder)
         return Neighbours(index_texts, queries, saved["ids"], saved["scores"])
 
-    vectors = mean_pooled(model, index_texts, batch_size)
+    vectors = mean_pooled(model, index_texts, batch_size, max_seq_length)
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(vectors)
     position = {normalise(t): i for i, t in enumerate(index_texts)}
     missing = [q for q in queries if normalise(q) not in position]
-    extra = mean_pooled(model, missing, batch_size) if missing else np.zeros((0, vectors.shape[1]), np.float32)
+    extra = (mean_pooled(model, missing, batch_size, max_seq_length) if missing
+             else np.zeros((0, vectors.shape[1]), np.float32))
     extra_row = {q: i for i, q in enumerate(missing)}
     query_vectors = np.stack([vectors[position[normalise(q)]] if q not in extra_row else extra[extra_row[q]]
                               for q in queries]) if queries else vectors[:0]
@@ -130,7 +152,8 @@ def build_neighbours(corpus: Sequence[str], queries: Sequence[str], model, k: in
     faiss.write_index(index, str(folder / "index.faiss"))
     np.savez(folder / "neighbours.npz", ids=out_ids, scores=out_scores)
     (folder / "meta.json").write_text(json.dumps({"index_size": len(index_texts), "queries": len(queries),
-                                                  "k": k_eff, "min_words": min_words}))
+                                                  "k": k_eff, "min_words": min_words,
+                                                  "max_seq_length": max_seq_length}))
     logger.info("retrieval: indexed %d sentences, top-%d for %d queries, cached in %s",
                 len(index_texts), k_eff, len(queries), folder)
     return Neighbours(index_texts, queries, out_ids, out_scores)

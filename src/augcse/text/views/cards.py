@@ -90,7 +90,8 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
                retrieve: bool = True, k: PositiveInt = 64, s: PositiveInt = 1,
                sampling: Literal["R_uniform", "R_top", "D_uniform"] = "R_uniform", min_words: NonNegativeInt = 3,
                positive_column: str = "positive", negative_column: str = "retrieved",
-               seed: NonNegativeInt | None = None, batch_size: PositiveInt = 128) -> Dataset:
+               seed: NonNegativeInt | None = None, batch_size: PositiveInt = 128,
+               retrieval_max_seq_length: PositiveInt | None = None) -> Dataset:
     """CARDS' columns, drawn lazily on access, afresh each epoch (keyed by seed, epoch and anchor):
 
     ``positive``: the switch-cased anchor (CARDS v1/v2, probability ``p``; ``mode: substitution`` only
@@ -100,6 +101,11 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
     copy: "+ retrieval only"); ``retrieve: false`` writes no negatives ("+ switch-case only"). Table 5's
     retokenization mode changes only token ids, not the text, so it is not a view option. Put this view
     last: it installs a ``Dataset.set_transform``, which later ``map`` calls would not see.
+
+    Args:
+        retrieval_max_seq_length: the tokens of each sentence the starting model encodes for retrieval
+            (its ``max_seq_length`` during that encoding only, restored after): 32 is the authors' code;
+            ``None`` encodes it at the model's own length.
     """
     _outputs(locals())
     seed = context.seed if seed is None else seed
@@ -111,7 +117,8 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
     sampler, columns = None, []
     if retrieve:
         neighbours = build_neighbours(sentences, sentences, context.model, k, cache_root(context) / "retrieval",
-                                      min_words=min_words, batch_size=batch_size)
+                                      min_words=min_words, batch_size=batch_size,
+                                      max_seq_length=retrieval_max_seq_length)
         sampler = NegativeSampler(neighbours, sampling, s, seed)
         columns = negative_columns(negative_column, s)
         for column in columns:  # placeholders: the transform fills them per access
