@@ -3,7 +3,8 @@
 Row ``i`` of the output is the embedding of line ``i + 1`` of the input, always: a blank line has no
 sentence to embed, so a file with blank lines is refused (naming them) rather than silently shortened.
 The output is written exactly where ``--out`` says (``.npy`` appended when missing, as NumPy does): a folder
-there is refused, never written beside; the input and the output are checked before the model loads.
+there is refused, never written beside; the input and the output are checked before the model loads. The
+file is written beside ``--out`` and renamed onto it, so a full disk or a kill never leaves a truncated one.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     import numpy as np
 
     from augcse.evaluation.backends import check_backend, use_backend
-    from augcse.core.outputs import free_bytes, mib, write_failure
+    from augcse.core.outputs import free_bytes, mib, write_atomically, write_failure
     from augcse.core.textfile import check_encoding, decode_lines, read_lines
 
     check_encoding(args.encoding)
@@ -91,11 +92,10 @@ def _run_cli(args: argparse.Namespace) -> int:
     embeddings = encode(use_backend(load_model(args.model), args.backend), sentences, args.batch_size)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        np.save(out, embeddings)
+        write_atomically(out, lambda handle: np.save(handle, embeddings))
     except OSError as exc:
         if write_failure(exc) is None:
             raise
-        out.unlink(missing_ok=True)
         print(f"augcse encode: error: could not write {out} ({write_failure(exc)}): {mib(embeddings.nbytes)} needed, "
               f"{mib(free_bytes(out.parent))} free; free space or choose another --out", file=sys.stderr)
         return 1

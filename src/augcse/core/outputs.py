@@ -13,7 +13,9 @@ import contextlib
 import errno
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 # errors a write can meet that are about the place, not the data: the user fixes them by freeing space or
 # choosing another folder
@@ -82,3 +84,19 @@ def check_output_file(path: str | Path, what: str) -> Path:
         raise ValueError(f"{what} {path}: is a folder; give a file name, e.g. {path / 'embeddings.npy'}")
     check_writable(path.parent, what)
     return path
+
+
+def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """``write`` fills a temporary file beside ``path``, which then replaces ``path`` in one rename.
+
+    A full disk, an error or a kill while writing leaves ``path`` as it was (absent, or the previous file),
+    never a truncated file that looks complete; the temporary file is removed on any failure.
+    """
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(temporary, "wb") as handle:
+            write(handle)
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)

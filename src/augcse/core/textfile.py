@@ -1,7 +1,8 @@
 """Text inputs, one sentence per line, read so that undecodable bytes are named by file and line.
 
 Python's own message (``'utf-8' codec can't decode byte 0xe9 in position 3``) names neither; the commands
-that read a user's text file (``encode``, ``augment``) read it through :func:`read_lines` instead.
+that read a user's text file (``encode``, ``augment``) read it through :func:`read_lines` instead, and a
+whole file a user names (a recipe, a labelled CSV) through :func:`read_text`.
 """
 
 from __future__ import annotations
@@ -39,3 +40,17 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> Iterator[str]:
         raise FileNotFoundError(f"{path}: no such file")
     with open(path, "rb") as handle:
         yield from decode_lines(handle, str(path), encoding)
+
+
+def read_text(path: str | Path, label: str) -> str:
+    """The whole of ``path`` as UTF-8 text; ValueError naming it (as ``label``) and the first line that is not.
+
+    For files read at once whose format is UTF-8 by definition (YAML, the labelled CSVs): no ``--encoding``.
+    """
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{label} is not UTF-8 text (byte {data[exc.start:exc.start + 1]!r} on line {line}); "
+                         "save it as UTF-8") from None

@@ -16,6 +16,8 @@ Fast mode: 3 seeds and ``n_init=3``.
 from __future__ import annotations
 
 import csv
+import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from augcse.assets.resolve import resolve_data
+from augcse.core.textfile import read_text
 from augcse.evaluation.tasks import FILE_TASKS, Encoder, Task, TaskRecord, register_task
 
 RUNS, RUNS_FAST = 10, 3
@@ -97,10 +100,27 @@ def clustering_scores(
     }
 
 
+def labelled_rows(path: Path, label: str) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and rows of a CSV; ValueError naming it (``label``) when it is not UTF-8 text or a row is
+    broken (a cell over the csv module's limit, 128 KiB), rather than a codec or csv error naming no file."""
+    line = 0  # the last line handed to the reader: its own count misses the line it fails on
+
+    def lines() -> Iterator[str]:
+        nonlocal line
+        for line, text in enumerate(io.StringIO(read_text(path, label), newline=""), 1):
+            yield text
+
+    reader = csv.DictReader(lines())
+    try:
+        return list(reader.fieldnames or []), list(reader)
+    except csv.Error as exc:
+        raise ValueError(f"{label} line {line}: {exc}; fix the row") from None
+
+
 def read_labelled_csv(relpath: str, data_dir: Path | None) -> tuple[list[str], np.ndarray, list[str]]:
     """``text,label`` CSV -> texts, 0-based int labels, label names (sorted)."""
-    with open(resolve_data(relpath, data_dir), encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
+    path = resolve_data(relpath, data_dir)
+    rows = labelled_rows(path, str(path))[1]
     names, labels = np.unique([r["label"] for r in rows], return_inverse=True)
     return [r["text"] for r in rows], labels.astype(np.int64), [str(n) for n in names]
 
@@ -138,12 +158,10 @@ class ClusteringFileTask(ClusteringTask):
         file = Path(path).expanduser()
         if not file.is_file():
             raise ValueError(f"clustering:{path}: no such file")
-        with open(file, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            if not {"text", "label"} <= set(header):
-                raise ValueError(f"clustering:{path}: needs the columns text,label (it has: {', '.join(header)})")
-            labels = {row["label"] for row in reader}
+        header, rows = labelled_rows(file, f"clustering:{path}")
+        if not {"text", "label"} <= set(header):
+            raise ValueError(f"clustering:{path}: needs the columns text,label (it has: {', '.join(header)})")
+        labels = {row["label"] for row in rows}
         if len(labels) < 2:
             found = f"only {next(iter(labels))!r}" if labels else "no rows"
             raise ValueError(f"clustering:{path}: needs at least 2 distinct labels to score a clustering, "

@@ -39,6 +39,7 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
         hint = (f"it is a training run: give {folder / 'final'}" if (folder / "final").is_dir()
                 else "give a sentence-transformers or Hugging Face model folder")
         raise ValueError(f"{folder} holds no model (no modules.json or config.json); {hint}")
+    check_readable(folder)
     try:
         if pooler is None:
             return SentenceTransformer(location)
@@ -50,6 +51,31 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
         if damaged is None:
             raise
         raise damaged from None
+
+
+# the endings of the weights files a model folder may hold (any of them is read by some loader)
+WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx")
+
+
+def check_readable(folder: str | Path) -> None:
+    """Every weights file of a model folder can be opened; ValueError naming the first that cannot.
+
+    The loaders report a weights file they may not read as missing (they look for another format or on the
+    Hub), so the permission is checked before they run.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.rglob("*")):
+        if path.suffix in WEIGHTS and not any(p.startswith(".") for p in path.relative_to(folder).parts):
+            try:
+                with open(path, "rb"):
+                    pass
+            except IsADirectoryError:
+                continue
+            except OSError as exc:
+                raise ValueError(f"{path}: the weights cannot be read ({exc.strerror or exc}); make the file "
+                                 "readable (chmod a+r) for the user running augcse, or copy the model") from None
 
 
 # how torch and safetensors word a weights file that ends early or is not what its name says

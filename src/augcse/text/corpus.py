@@ -73,7 +73,15 @@ def _csv_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | No
         reader = csv.DictReader(text, delimiter="\t" if ".tsv" in path.suffixes else ",")
         if reader.fieldnames is None or column not in reader.fieldnames:
             raise ValueError(f"{path} has no column {column!r} (columns: {reader.fieldnames}); set data.column")
-        for row in reader:
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:  # a row the csv module refuses is skipped, as a bad line of any format
+                stats.read += 1  # a cell over its limit (128 KiB) is far longer than any sentence
+                stats.skipped["too_long" if "field larger" in str(exc) else "malformed"] += 1
+                continue
             value = row.get(column)
             # a cell that is not UTF-8 is counted as undecodable by the reader's loop (it drops any NUL)
             yield None if value is None else ("\x00" if "\ufffd" in value else value)

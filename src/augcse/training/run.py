@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
 from augcse.core.outputs import free_bytes, mib, write_failure
+from augcse.models.load import check_readable
 from augcse.training.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, check_output_dir, validate_recipe
 from augcse.training.rundir import FINISHED, RECIPE as RECIPE_FILE, RunFolder, checkpoint_step, checkpoints, latest_checkpoint
 
@@ -232,7 +233,11 @@ def check_inputs(recipe: Recipe, root: Path | None) -> Path:
         raise RecipeError("recipe key 'eval.budgets': budgets are scored in one process; train with one process "
                           "or drop eval.budgets")
     corpus = resolve_corpus(recipe, root)
-    resolve_model(recipe.model.backbone)
+    location = resolve_model(recipe.model.backbone)
+    try:
+        check_readable(location)
+    except ValueError as exc:
+        raise RecipeError(f"recipe key 'model.backbone': {exc}") from None
     return corpus
 
 

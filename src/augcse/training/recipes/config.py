@@ -25,6 +25,7 @@ from augcse.core.schema import (
     Budgets, FieldsError, KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability,
     RecipeError, Section, validate,
 )
+from augcse.core.textfile import read_text
 
 RECIPE_DIR = Path(__file__).parent
 DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
@@ -374,9 +375,11 @@ def load_recipe(source: str | Path | None = None, name: str | None = None, overr
         if not path.is_file():
             raise RecipeError(f"recipe file {path} does not exist")
     try:
-        values = yamlfile.load(path.read_text())
+        values = yamlfile.load(read_text(path, f"recipe {path}"))
     except yaml.YAMLError as exc:
         raise RecipeError(f"recipe {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    except ValueError as exc:  # not UTF-8 text
+        raise RecipeError(str(exc)) from None
     if values is None:
         raise RecipeError(f"recipe {path} is empty; write at least a name: and a loss: (see docs/RECIPES.md or "
                           "augcse train --recipe quickstart)")
