@@ -266,7 +266,7 @@ def test_a_missing_corpus_is_refused_before_any_model_loads(data_dir, tmp_path, 
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1, err
     assert "corpus/wiki1m_for_simcse.txt is not in the data directory" in err
-    assert "augcse download corpus --data-dir DIR" in err and "data.corpus=FILE" in err
+    assert f"augcse download corpus --data-dir {data_dir}" in err and "data.corpus=FILE" in err
     assert not (tmp_path / "simcse" / "bert-base-s1").exists()
 
     assert main(["reproduce", "simcse", "--rows", "bert-base", "--seeds", "1", "--dry-run", "--json",

@@ -199,10 +199,13 @@ def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
     download`` command that fetches it), a model that cannot load offline or is published only as a download,
     evaluation data. Checked before anything trains, so a table never starts on what it cannot finish."""
     from augcse.assets.download import source_for
-    from augcse.assets.resolve import AssetError, has_data, resolve_model
+    from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_data, resolve_model
     from augcse.evaluation.tasks import get_task, load_builtin_tasks, resolve_tasks
 
     load_builtin_tasks()
+    root = resolve_data_dir(data_dir)
+    shown = str(root) if root else "none given: --data-dir or $AUGCSE_DATA"
+    target = str(root) if root else "DIR"
     found: dict[str, str] = {}
     for run in runs:
         if run.done:
@@ -212,10 +215,10 @@ def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
             corpus = run.recipe.data.corpus
             if not Path(corpus).expanduser().is_file() and not has_data(corpus, data_dir):
                 source = source_for(corpus)
-                fetch = (f"fetch it with `augcse download {source.group.value} --data-dir DIR`" if source
+                fetch = (f"fetch it with `augcse download {source.group.value} --data-dir {target}`" if source
                          else "give the file")
                 found.setdefault(corpus, f"row {where}: corpus {corpus} is not in the data directory "
-                                         f"({data_dir or 'none given'}); {fetch}, or name another with "
+                                         f"({shown}); {fetch}, or name another with "
                                          f"data.corpus=FILE (the row is then shown as deviating)")
             model = run.recipe.model.backbone
         else:
@@ -234,9 +237,10 @@ def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
             lacking = [f for f in get_task(task).record.files if not has_data(f, data_dir)]
             if lacking:
                 source = source_for(lacking[0])
-                fetch = f"`augcse download {source.group.value} --data-dir DIR`" if source else "the data directory"
+                fetch = (f"`augcse download {source.group.value} --data-dir {target}`" if source
+                         else "the data directory")
                 found.setdefault(task, f"row {where}: task {task} needs {lacking[0]}, not in the data directory "
-                                       f"({data_dir or 'none given'}); fetch it with {fetch}")
+                                       f"({shown}); fetch it with {fetch}")
     return list(found.values())
 
 
