@@ -130,10 +130,10 @@ def _has_accelerator() -> bool:
 
 # augcse's defaults for what the trainer trains with; a recipe's ``training`` keys win (the trainer's own
 # defaults stand for the rest)
-# (stated here, not left to the trainer's version: its default optimizer changed to the fused AdamW)
+# (stated here, not left to the trainer's version: older ones default to the unfused AdamW, whose rounding differs)
 TRAINING_DEFAULTS: dict[str, Any] = dict(num_train_epochs=1, per_device_train_batch_size=64, learning_rate=3e-5,
                                          weight_decay=0.0, lr_scheduler_type="linear", warmup_steps=0,
-                                         optim="adamw_torch", adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
+                                         optim="adamw_torch_fused", adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
                                          max_grad_norm=1.0, dataloader_drop_last=True)
 DEV_DEFAULTS: dict[str, Any] = dict(eval_steps=125, load_best_model_at_end=True)  # with a dev task
 # the trainer arguments that change what is trained (the rest name outputs, logging cadence or workers)
