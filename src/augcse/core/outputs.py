@@ -27,6 +27,8 @@ WRITE_MESSAGES = {
     # torch's zip writer says only that a write was cut short
     "file write failed": "a write was cut short: the disk is probably full",
     "unexpected pos": "a write was cut short: the disk is probably full",
+    # numpy's array writer, the same: "38400 requested and 15328 written"
+    "requested and": "a write was cut short: the disk is probably full",
 }
 
 
@@ -47,7 +49,8 @@ def free_bytes(path: Path) -> int:
 
 
 def mib(size: float) -> str:
-    return f"{size / 2**20:.0f} MiB"
+    """A size for a message in MiB; under 1 MiB in KiB, so that a small file is not "0 MiB needed"."""
+    return f"{size / 2**20:.0f} MiB" if size >= 2**20 else f"{size / 2**10:.0f} KiB"
 
 
 def check_writable(folder: str | Path, what: str) -> Path:
