@@ -122,6 +122,27 @@ def test_sigkill_at_random_points_then_resume_equals_uninterrupted(seed, referen
     print(f"seed {seed}: {kills} kills, final model identical")
 
 
+def test_one_command_line_with_auto_resume_survives_every_restart(reference, tmp_path, tiny_model_dir, data_dir):
+    """What a scheduler does (torchrun --max-restarts, a SLURM requeue): run the very same command again after
+    each kill, at a random step, once before the first complete checkpoint too; the model equals the
+    uninterrupted run's and each step is logged once."""
+    recipe = write_recipe(tmp_path, tiny_model_dir, data_dir, "requeued")
+    run = tmp_path / "requeued" / "run"
+    rng = random.Random(5)
+    assert not kill_at_step(recipe, run, 1, ("--auto-resume",))  # killed before its first checkpoint
+    for _ in range(2):
+        done_steps = max(logged_steps(run), default=0) if (run / "log.jsonl").is_file() else 0
+        if kill_at_step(recipe, run, rng.randint(min(done_steps + 1, STEPS), STEPS), ("--auto-resume",)):
+            break
+    subprocess.run(command(recipe, "--auto-resume"), env=ENV, check=False, capture_output=True, timeout=600)
+    got = weights(run)
+    for key in reference:
+        torch.testing.assert_close(got[key], reference[key], rtol=0, atol=1e-6, msg=key)
+    assert logged_steps(run) == list(range(1, STEPS + 1))
+    again = subprocess.run(command(recipe, "--auto-resume"), env=ENV, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 2 and "holds a finished run" in again.stderr
+
+
 def test_disk_full_is_one_line_and_the_last_checkpoint_resumes(reference, tmp_path, tiny_model_dir, data_dir,
                                                                 monkeypatch):
     from augcse.training.run import RunError, run

@@ -154,3 +154,34 @@ def test_a_forked_child_does_not_keep_a_killed_runs_lock(tmp_path):
         assert RunFolder(run).claim({}) is None, "the killed run's forked child still holds the lock"
     finally:
         os.kill(child, signal.SIGKILL)
+
+
+def test_resume_auto_starts_resumes_restarts_and_refuses_as_one_command_line(tmp_path):
+    """``--resume auto`` is right for the first start and every restart: a new folder starts, a complete
+    checkpoint resumes, a same-recipe run stopped before its first checkpoint starts again; a finished run
+    and another recipe's folder are refused."""
+    run = tmp_path / "run"
+    folder = RunFolder(run)
+    assert folder.claim(RECIPE, resume="auto") is None  # the first start
+    folder.release()
+    started(run)
+    checkpoint(run, 4, complete=False)  # killed while saving its first checkpoint
+    (run / "log.jsonl").write_text("{}\n")
+    assert folder.claim(RECIPE, resume="auto") is None
+    assert [p.name for p in run.iterdir() if p.name != ".lock"] == []  # emptied: started again
+    folder.release()
+    started(run)
+    checkpoint(run, 2)
+    checkpoint(run, 4, complete=False)
+    assert folder.claim(RECIPE, resume="auto") == run / "checkpoint-2"  # a restart continues
+    folder.release()
+    with pytest.raises(RunFolderError, match="--resume: the recipe differs"):
+        folder.claim({**RECIPE, "seed": 2}, resume="auto")
+    other = started(tmp_path / "other")
+    (other / "log.jsonl").write_text("{}\n")
+    with pytest.raises(RunFolderError, match="holds another run with no complete checkpoint"):
+        RunFolder(other).claim({**RECIPE, "seed": 2}, resume="auto")
+    assert (other / "log.jsonl").is_file()  # another run's folder is never emptied
+    (run / "summary.json").write_text("{}")
+    with pytest.raises(RunFolderError, match="holds a finished run"):
+        folder.claim(RECIPE, resume="auto")

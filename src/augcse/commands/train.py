@@ -35,6 +35,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA, else the embedded defaults)")
     parser.add_argument("--resume", action="store_true",
                         help="continue an unfinished run from its newest complete checkpoint (same recipe only)")
+    parser.add_argument("--auto-resume", action="store_true",
+                        help="--resume when the run has a complete checkpoint, start when it has none: one command "
+                             "line for the first start and every restart (torchrun --max-restarts, SLURM requeue)")
     parser.add_argument("--overwrite", action="store_true",
                         help="empty the run folder first: replaces a finished or unfinished run of the same name")
     parser.set_defaults(func=_run_cli)
@@ -62,6 +65,8 @@ def _check_recipe_arguments(source: str | None, name: str | None) -> None:
 
 
 def _run_cli(args: argparse.Namespace) -> int:
+    if args.auto_resume and (args.resume or args.overwrite):
+        raise ValueError(f"--auto-resume resumes or starts by itself; drop {'--resume' if args.resume else '--overwrite'}")
     _check_recipe_arguments(args.recipe_file, args.recipe)
     overrides = list(args.overrides)
     source = args.recipe_file
@@ -75,7 +80,8 @@ def _run_cli(args: argparse.Namespace) -> int:
     from augcse.training.run import RunError, run  # after the recipe is checked: a refusal imports nothing of training
 
     try:
-        result = run(recipe, args.data_dir, resume=args.resume, overwrite=args.overwrite)
+        result = run(recipe, args.data_dir, resume="auto" if args.auto_resume else args.resume,
+                     overwrite=args.overwrite)
     except RunError as exc:
         print(f"augcse train: error: {exc}", file=sys.stderr)
         return 1

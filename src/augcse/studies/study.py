@@ -35,7 +35,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from augcse.studies.runs import RESERVED_KEYS, Evaluate, Row, Run, check_overrides, plan_runs, run_all
 from augcse.core.schema import Budgets, RecipeError, Section, validate
-from augcse.core import yamlfile
+from augcse.core import textfile, yamlfile
 
 START = "start"
 RESERVED = {**RESERVED_KEYS, "seed": "use seeds:", "output_dir": "use --output",
@@ -172,7 +172,7 @@ def load_grid(path: str | Path) -> Grid:
     if not path.is_file():
         raise FileNotFoundError(f"grid file {str(path)!r} does not exist")
     try:
-        data = yamlfile.load(path.read_text(encoding="utf-8"))
+        data = yamlfile.load(textfile.read_text(path, f"grid {path}"))
     except yamlfile.DuplicateKeyError as exc:
         raise GridError(f"grid {path}: {exc}") from None
     except yaml.YAMLError as exc:

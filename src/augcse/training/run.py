@@ -265,7 +265,7 @@ def total_steps(recipe: Recipe, rows: int) -> int:
     return max(1, math.ceil(float(training.get("num_train_epochs", 1)) * max(1, rows // per_step)))
 
 
-def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool = False, overwrite: bool = False,
+def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool | str = False, overwrite: bool = False,
         callbacks: Sequence[Any] = ()) -> dict:
     """Train ``recipe`` end to end; returns the run summary (also written to ``run_dir/summary.json``).
 

@@ -7,7 +7,11 @@ The states a folder can be in, and what ``augcse train`` does with each:
 * finished (``summary.json``): refused unless ``--overwrite``, which empties it first;
 * unfinished: ``--resume`` continues from the newest *complete* checkpoint, and only with the same recipe
   except the keys of :data:`RESUMABLE_CHANGES` (what a stopped diverging run needs changed: the learning rate,
-  gradient clipping, skipped non-finite steps); without ``--resume`` it is refused (``--overwrite`` starts again).
+  gradient clipping, skipped non-finite steps); without ``--resume`` it is refused (``--overwrite`` starts again);
+* ``--auto-resume`` (one command line for the first start and every restart: torchrun ``--max-restarts``, a
+  SLURM requeue, a replaced node): starts a new or empty folder, continues an unfinished one from its newest
+  complete checkpoint as ``--resume`` does, and starts again a folder of the *same* recipe that was stopped
+  before its first complete checkpoint; a finished run or another recipe's folder is refused as above.
 
 On success the run ends with ``final/`` and ``summary.json``; its checkpoints are removed unless the recipe sets
 ``keep_checkpoints``, and the lock file goes with the lock.
@@ -108,8 +112,10 @@ class RunFolder:
         self._handle: Any = None
         self.changes: dict[str, tuple[Any, Any]] = {}  # the RESUMABLE_CHANGES a --resume made
 
-    def claim(self, recipe: dict, resume: bool = False, overwrite: bool = False) -> Path | None:
-        """Lock the folder and check it fits the request; returns the checkpoint to resume from, if any."""
+    def claim(self, recipe: dict, resume: bool | str = False, overwrite: bool = False) -> Path | None:
+        """Lock the folder and check it fits the request; returns the checkpoint to resume from, if any.
+        ``resume``: True (continue, or refuse), ``"auto"`` (continue when there is a complete checkpoint,
+        start otherwise), False."""
         if resume and overwrite:
             raise RunFolderError("--resume and --overwrite contradict each other; pass one")
         if self.path.exists() and not self.path.is_dir():
@@ -127,6 +133,8 @@ class RunFolder:
         if overwrite:
             self._empty()
             return None
+        if resume == "auto":
+            return self._auto(recipe, finished, used)
         if resume:
             return self._resumable(recipe, finished)
         if finished:
@@ -137,6 +145,27 @@ class RunFolder:
             how = (f"pass --resume to continue from {last.name}" if last
                    else "it has no complete checkpoint to resume from")
             raise RunFolderError(f"{self.path} holds an unfinished run; {how}, or pass --overwrite to start again")
+        return None
+
+    def _auto(self, recipe: dict, finished: bool, used: bool) -> Path | None:
+        """``--auto-resume``: resume when a complete checkpoint is there, start when the folder is new, and
+        start again when this recipe's run stopped before its first complete checkpoint."""
+        if finished:
+            raise RunFolderError(f"--auto-resume: {self.path} holds a finished run; there is nothing to resume "
+                                 "(pass --overwrite to train it again)")
+        if not used:
+            return None
+        if latest_checkpoint(self.path) is not None:
+            return self._resumable(recipe, finished)
+        stored_file = self.path / RECIPE
+        stored = yamlfile.load(stored_file.read_text()) or {} if stored_file.is_file() else None
+        current = yaml.safe_load(yaml.safe_dump(recipe, sort_keys=False))
+        changes = {k for k in changed_keys(stored, current) if k not in LOCATION} if stored is not None else {"?"}
+        if changes:
+            raise RunFolderError(f"--auto-resume: {self.path} holds another run with no complete checkpoint "
+                                 "(its recipe differs or is missing); choose another name= or pass --overwrite")
+        logger.warning("--auto-resume: %s stopped before its first complete checkpoint; starting it again", self.path)
+        self._empty()
         return None
 
     def _resumable(self, recipe: dict, finished: bool) -> Path:
