@@ -20,8 +20,9 @@ ROWS = [(paper.name, row) for paper in papers().values() for row in (*paper.rows
 def test_row_resolves_to_the_papers_settings(paper, row):
     findings = paper_settings.check(paper, row.name, resolved(row))
     assert not findings, "\n".join(map(str, findings))
-    if not row.trained:
-        assert "evaluate.pooler" in {s.key for s in paper_settings.settings(paper, row.name)}
+    if not row.trained:  # an evaluated model: which model and which pooler, each with its status
+        assert not paper_settings.unrecorded(paper, row.name, resolved(row))
+        assert {"evaluate.model", "evaluate.pooler"} <= {s.key for s in paper_settings.settings(paper, row.name)}
 
 
 @pytest.mark.parametrize(("paper", "row"), [(p, r) for p, r in ROWS if r.trained],

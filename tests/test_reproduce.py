@@ -39,6 +39,7 @@ def test_dry_run_lists_every_row_with_its_published_figures(paper, tmp_path, cap
                 assert all(f"{task} {value:.2f}" in line for task, value in ref.scores.items())
             assert "transfer_avg" not in line or "transfer" in row.suites
     assert re.search(r"GPU-hours still to run: \d+\.\d at 417 sentences/s", out)
+    assert "DIFFERS FROM THE TABLE" not in out  # every row, evaluated ones too, as its table records it
     assert not list(tmp_path.iterdir())  # a dry run writes nothing
 
 
