@@ -91,3 +91,23 @@ def test_a_probe_cut_short_by_a_full_disk_is_not_left_behind(tmp_path, monkeypat
     with pytest.raises(ValueError, match=r"^--out .*: cannot write there \(No space left on device\)"):
         outputs.check_writable(tmp_path, "--out")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_processes_of_one_job_probing_one_new_folder_do_not_remove_it_under_each_other(tmp_path, monkeypatch):
+    """Under torchrun every rank probes the same new folder at once; a rank must not remove it while another
+    probes (that failed one rank's probe and stopped the job), and a folder another process wrote into stays."""
+    from augcse.core.outputs import check_writable
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert check_writable(tmp_path / "runs" / "a", "output_dir").is_dir()
+    monkeypatch.delenv("WORLD_SIZE")
+    assert check_writable(tmp_path / "single" / "b", "output_dir") and not (tmp_path / "single").exists()
+    real_unlink = Path.unlink
+
+    def another_process_writes(self, *args, **kwargs):  # a second process's file appears during the probe
+        real_unlink(self, *args, **kwargs)
+        (self.parent / "theirs").write_text("x")
+
+    monkeypatch.setattr(Path, "unlink", another_process_writes)
+    check_writable(tmp_path / "shared" / "c", "output_dir")
+    assert (tmp_path / "shared" / "c" / "theirs").is_file()

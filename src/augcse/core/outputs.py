@@ -56,7 +56,8 @@ def mib(size: float) -> str:
 def check_writable(folder: str | Path, what: str) -> Path:
     """Prove ``folder`` can be created and written (a probe file, then removed); raises ValueError (one line) if not.
 
-    Folders created for the probe are removed again, so a command refused later has written nothing.
+    Folders created for the probe are removed again (by a single process), so a command refused later has
+    written nothing.
 
     ``what`` names the option or recipe key the user gave the folder with, so the message says what to change.
     """
@@ -74,8 +75,10 @@ def check_writable(folder: str | Path, what: str) -> Path:
     finally:  # proven, not left behind, even when the write stopped half-way (a full disk): nothing is written
         with contextlib.suppress(OSError):
             probe.unlink(missing_ok=True)
-        for created in missing:
-            if created.is_dir():
+        # several processes of one job probe the same folder at once: one removing a folder another is probing
+        # would fail the other's probe, so they leave it (as ``mkdir -p`` would)
+        for created in missing if int(os.environ.get("WORLD_SIZE", "1")) == 1 else ():
+            with contextlib.suppress(OSError):  # another process wrote into it meanwhile: it stays
                 created.rmdir()
     return folder
 
