@@ -281,6 +281,10 @@ def test_a_missing_corpus_is_refused_before_any_model_loads(data_dir, tmp_path, 
     out = capsys.readouterr().out
     assert f"reads {data_dir / small} (11,914 lines)" in out
     assert f"{11914 / 417 / 3600:.2f} GPU-h" in out
+    # at CARDS' batch 512 the slice gives 23 steps, short of the first dev evaluation at 125: said
+    assert main(["reproduce", "cards", f"data.corpus={small}", "--rows", "roberta-base", "--seeds", "1", "--dry-run",
+                 "--output", str(tmp_path), "--data-dir", str(data_dir)]) == 0
+    assert "WARNING: 23 steps, fewer than eval_steps 125" in capsys.readouterr().out
     assert f"DIFFERS FROM THE TABLE: simcse/bert-base: data.corpus is {small}, not the paper's" in out
 
 

@@ -180,6 +180,21 @@ def corpus_file(run: Run, data_dir: str | None) -> CorpusFile:
     return CorpusFile(path, _count_lines(path))
 
 
+def too_few_steps(run: Run, corpus_lines: int | None, nproc: int = 1) -> str | None:
+    """A warning when the run's corpus gives fewer optimizer steps than its first dev evaluation needs (a
+    corpus slice at the papers' batches of 512–1024 would never select a checkpoint)."""
+    training = run.recipe.training
+    eval_steps = training.get("eval_steps")
+    if not corpus_lines or run.recipe.eval.dev is None or not eval_steps or training.get("max_steps", -1) > 0:
+        return None
+    lines = min(corpus_lines, run.recipe.data.limit or corpus_lines)
+    batch = training.get("per_device_train_batch_size", 64) * nproc
+    steps = int(lines // batch * training.get("num_train_epochs", 1))
+    if steps >= eval_steps:
+        return None
+    return f"WARNING: {steps} steps, fewer than eval_steps {eval_steps}: no dev evaluation would select a checkpoint"
+
+
 def gpu_hours(run: Run, nproc: int = 1, corpus_lines: int | None = None) -> float:
     """Training time at the documented throughput (:func:`throughput`) over ``corpus_lines`` (the file the
     run reads; the paper's 10^6 sentences when it is not here); evaluation rows count as 0."""
@@ -463,6 +478,8 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: flo
             found = corpora[id(run)]
             what += (f"; reads {found.path} ({found.lines:,} lines)" if found.path else
                      f"; corpus {run.recipe.data.corpus} NOT HERE (augcse download corpus fetches it)")
+            if (short := too_few_steps(run, found.lines, nproc)) is not None:
+                what += f"; {short}"
         else:
             what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler}) on {run.tasks or run.row.tasks_spec()}"
             what += "".join(f"; {suite} with every metric" for suite in run.row.all_metrics)
