@@ -509,14 +509,16 @@ def evaluate_before(recipe: Recipe, setup: Setup, root: Path | None, checkpoint:
 
     run_dir, eval_file = recipe.run_dir, recipe.run_dir / "eval.json"
     scores: dict[str, dict[str, float]] = {}
-    if checkpoint is None:
-        (run_dir / RECIPE_FILE).write_text(recipe.to_yaml())
-    else:
+    if checkpoint is not None:
         truncate_log(run_dir / "log.jsonl", checkpoint_step(checkpoint))
         scores = json.loads(eval_file.read_text()) if eval_file.is_file() else {}
-    if setup.before and "before" not in scores:
+    scored = bool(setup.before) and "before" not in scores
+    if scored:
         logger.info("evaluating the starting model on %s", setup.before)
         scores["before"] = evaluate(setup.model, setup.before, root, recipe.eval.batch_size)
+    if checkpoint is None:  # written after that evaluation: a run stopped in it leaves no folder to refuse a rerun
+        (run_dir / RECIPE_FILE).write_text(recipe.to_yaml())
+    if scored:
         eval_file.write_text(json.dumps(scores, indent=2))
         print("\nBefore training:\n" + format_table({"before": scores["before"]}), flush=True)
     return scores
