@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from augcse.commands.main import begin_work
 from augcse.text import augment
 from augcse.text.augment.cache import CacheConflict, format_stats, load_stats
 from augcse.text.augment.parse import parse
@@ -125,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     names = augment.resolve_names(args.augs)
     params = augment.validate_params(params, names)
     sentences = read_corpus(args.corpus, args.limit, args.encoding)
+    begin_work()
     try:
         augment.build_cache(sentences, names, args.out, seed=args.seed, shard_size=args.shard_size,
                             n_process=args.n_process, params=params, overwrite=args.overwrite,

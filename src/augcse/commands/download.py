@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from augcse.commands.main import begin_work
 from augcse.assets.download import MIRROR_ENV, DownloadError, Group, Source, install, source_for, sources
 
 
@@ -80,6 +81,7 @@ def _download_cli(args: argparse.Namespace) -> int:
     chosen = select_sources(args.what)
     data_dir = writable_folder(Path(target), "--data-dir" if args.data_dir else "$AUGCSE_DATA")
     cache_dir = writable_folder(Path(args.cache_dir) if args.cache_dir else data_dir / ".downloads", "--cache-dir")
+    begin_work()
     try:
         for source in chosen:
             install(source, data_dir, cache_dir, args.mirror, args.retries)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from augcse.commands.main import begin_work
 from augcse.models.load import load_model  # augcse.load_model is this one
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     else:
         sentences = read_sentences(read_lines(args.input, args.encoding), args.input)
     out = output_file(args.out)
+    begin_work()
     embeddings = encode(use_backend(load_model(args.model), args.backend), sentences, args.batch_size)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

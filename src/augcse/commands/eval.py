@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from augcse.commands.main import begin_work
 from augcse.core.names import suggest
 
 STAGES = ("before", "after")  # the stages of a run's eval.json (augcse report and compare read them)
@@ -228,6 +229,7 @@ def _run_cli(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.save_to and args.stage == VERSIONS_KEY:
         raise ValueError(f"--stage {VERSIONS_KEY}: eval.json keeps the versions under that key; name another stage")
+    begin_work()
     model = load_model(args.model, pooler=args.pooler)
     if args.bf16 and (warning := bf16_warning(model.device)):
         print(warning, file=sys.stderr)

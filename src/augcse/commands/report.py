@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from augcse.commands.main import begin_work
 from augcse.core.outputs import check_writable
 
 STAGES = ("after", "before")
@@ -38,6 +39,7 @@ def _report(args: argparse.Namespace) -> int:
         check_writable(args.run_dir, "run folder")
     from augcse.report.run_report import write_report
 
+    begin_work()
     md, page = write_report(args.run_dir)
     print(f"wrote {md}\nwrote {page}")
     return 0
@@ -52,6 +54,7 @@ def _compare(args: argparse.Namespace) -> int:
         check_writable(out, "--out")
     from augcse.report.compare import compare  # numpy and matplotlib: after the output is proven writable
 
+    begin_work()
     doc = compare(args.runs, args.baseline, args.stage, figures=out / "compare" if out else None)
     if out:
         md, page = doc.write(out, "compare")

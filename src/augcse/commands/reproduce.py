@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from augcse.commands.main import begin_work
 from augcse.core.outputs import check_writable
 from augcse.studies.reproduce import DEFAULT_SEEDS, build_document, describe_plan, papers, plan, plan_json, select_rows
 from augcse.studies.runs import check_inputs, run_all
@@ -94,6 +95,7 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
         print(text)
         return 0
     check_inputs(runs, args.data_dir)  # every corpus, model and task file the unfinished runs name is here
+    begin_work()
     code = run_all(runs, output / paper.name, args.data_dir, args.nproc)
     if code:
         return code

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from augcse.commands.main import begin_work
 from augcse.core.outputs import check_writable
 from augcse.studies.runs import check_inputs, run_all
 from augcse.studies.study import build_document, describe, load_grid
@@ -44,6 +45,7 @@ def _study_cli(args: argparse.Namespace) -> int:
     else:
         runs = [run for runs in by_set.values() for run in runs]
         check_inputs(runs, args.data_dir)  # every corpus, model and task file the unfinished runs name is here
+        begin_work()
         code = run_all(runs, folder, args.data_dir)
         if code:
             return code

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from augcse.commands.main import begin_work
 from augcse.training.recipes.config import builtin_recipes, load_recipe, parse_override
 
 
@@ -78,6 +79,8 @@ def _run_cli(args: argparse.Namespace) -> int:
             parse_override(text)
     recipe = load_recipe(source, args.recipe, overrides, check_output=True)  # the output before torch loads
     from augcse.training.run import RunError, run  # after the recipe is checked: a refusal imports nothing of training
+
+    begin_work()
 
     try:
         result = run(recipe, args.data_dir, resume="auto" if args.auto_resume else args.resume,
