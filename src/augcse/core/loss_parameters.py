@@ -10,13 +10,14 @@ but they are the loss's maths, not its settings).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from augcse.core.names import suggest
 from augcse.core.schema import (
-    FieldsError, NonNegativeFloat, PositiveFloat, PositiveInt, Probability, RecipeError, Section, Temperature,
+    FieldsError, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, RecipeError, Section,
+    Temperature,
     validate,
 )
 
@@ -72,6 +73,18 @@ class CARDSParameters(ContrastiveParameters):
         return self
 
 
+class ESimCSEParameters(ContrastiveParameters):
+    # SimCSE's train-only MLP on [CLS] (the authors' run.sh: --pooler_type cls --mlp_only_train)
+    head: HeadName | None = "mlp"
+    # θ_m ← m·θ_m + (1 − m)·θ each training forward (ESimCSE §3.2, m = 0.995); 0 copies the encoder each step
+    momentum: Annotated[float, Field(ge=0, lt=1)] = 0.995
+    # momentum-encoded embeddings of earlier batches kept as extra negatives (run.sh neg_size 160 = 2.5 × 64);
+    # 0: no queue (SimCSE with the repetition positive)
+    queue_size: NonNegativeInt = 160
+    # the column the momentum encoder embeds into the queue: the anchor, as the authors' trainer does
+    queue_view: Literal["anchor", "positive"] = "anchor"
+
+
 class AugCSEParameters(ContrastiveParameters):
     augmentations: PositiveInt | str | list[str] | None = None
     variant: Literal["augcse", "bool", "positive", "none", "negative"] = "augcse"
@@ -115,7 +128,7 @@ class CompositeParameters(Section):
 
 
 # the losses whose every row needs other rows of its batch as negatives: a batch of one trains nothing
-IN_BATCH_NEGATIVES = frozenset({"simcse", "augcse", "sda", "vascl", "cards", "ct"})
+IN_BATCH_NEGATIVES = frozenset({"simcse", "augcse", "sda", "vascl", "cards", "esimcse", "ct"})
 
 
 def needs_in_batch_negatives(name: str, params: Mapping[str, Any]) -> bool:
@@ -134,6 +147,7 @@ LOSS_PARAMETERS: dict[str, type[Section] | None] = {
     "sda": SDAParameters,
     "vascl": VaSCLParameters,
     "cards": CARDSParameters,
+    "esimcse": ESimCSEParameters,
     "composite": CompositeParameters,
     "tsdae": None,
     "ct": None,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import RoleLoss
 from augcse.losses.cards import CARDSLoss
+from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.peers import PEERS
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
@@ -21,5 +22,6 @@ TERMS: dict[str, Callable[..., RoleLoss]] = {
     "sda": SDALoss,
     "vascl": VaSCLLoss,
     "cards": CARDSLoss,
+    "esimcse": ESimCSELoss,
     **PEERS,  # sentence-transformers' TSDAE and CT
 }

@@ -3,7 +3,8 @@
 The text side of every method is columns of a dataset (``anchor``, ``positive``, ``negation``,
 ``retrieved``, ``label``…). Recipes list registered view builders under ``data.views`` and they run
 in order; with none the dataset is the single ``anchor`` column. One module per paper
-(:mod:`~augcse.text.views.augcse`, :mod:`~augcse.text.views.sda`, :mod:`~augcse.text.views.cards`) and the generic
+(:mod:`~augcse.text.views.augcse`, :mod:`~augcse.text.views.sda`, :mod:`~augcse.text.views.cards`,
+:mod:`~augcse.text.views.esimcse`) and the generic
 ones (:mod:`~augcse.text.views.generic`). Views never import a loss, and losses never import a view.
 """
 
@@ -15,10 +16,11 @@ from typing import Any, TYPE_CHECKING
 
 from augcse.core.names import suggest
 from augcse.core.schema import RecipeError, signature_model, validate
-from augcse.text.views import augcse, cards, generic, sda, tsdae  # noqa: F401  (each module registers its views)
+from augcse.text.views import augcse, cards, esimcse, generic, sda, tsdae  # noqa: F401  (each module registers its views)
 from augcse.text.views.augcse import augcse_sample_view
 from augcse.text.views.base import ANCHOR, LABEL, REMOVED, VIEWS, View, ViewContext, register_view
 from augcse.text.views.cards import cards_view
+from augcse.text.views.esimcse import esimcse_repetition_view
 from augcse.text.views.generic import anchor_view, columns_view, dropout_copy_view
 from augcse.text.views.sda import sda_view
 
@@ -83,4 +85,4 @@ def build_views(dataset: Dataset, views: Sequence[Mapping[str, Any]], context: V
 
 
 __all__ = ["ANCHOR", "LABEL", "VIEWS", "ViewContext", "anchor_view", "augcse_sample_view", "build_views", "cards_view",
-           "columns_view", "dropout_copy_view", "produced_columns", "register_view", "sda_view"]
+           "columns_view", "dropout_copy_view", "esimcse_repetition_view", "produced_columns", "register_view", "sda_view"]
