@@ -2,11 +2,14 @@
 
 The index holds the deduplicated corpus (sentences of at least ``min_words`` words), each encoded once by
 the model *before* training (mean pooling of the token embeddings, L2-normalised, so inner product is
-cosine) in an exact Faiss ``IndexFlatIP``; ``max_seq_length`` cuts the texts it sees (32 in the authors'
-code; ``None`` keeps the model's own length). Every training sentence gets its top-k neighbours with itself
+cosine) in a Faiss index: the exact ``IndexFlatIP`` below 10^5 sentences, an inverted file above
+(:mod:`augcse.text.retrieval_index`); ``max_seq_length`` cuts the texts it sees (32 in the authors'
+code; ``None`` keeps the model's own length). The encoding may be split into shards across processes
+(:mod:`augcse.text.retrieval_shards`). Every training sentence gets its top-k neighbours with itself
 and exact duplicates (equal after whitespace normalisation) excluded. CARDS found that refreshing the
 index during training does not help (false negatives), so it never changes; it is cached on disk under
-a key of the corpus, the queries, the model and k, and reused by every run that shares them.
+a key of the corpus, the queries, the model, k and an approximate index's parameters, and reused by
+every run that shares them.
 
 Each epoch, each anchor's negative is drawn from its list by a registered sampler (``R_uniform`` default,
 ``R_top``, ``D_uniform``; CARDS Fig. 3), from a generator keyed by (seed, epoch, anchor): no draw state.
@@ -17,12 +20,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from augcse.text.retrieval_index import IndexChoice, build_index, searcher
+from augcse.text.retrieval_shards import merged, resolve_shards, save_array, shard_file, shard_rows, wait_for
 
 logger = logging.getLogger(__name__)
 
@@ -105,29 +112,88 @@ class Neighbours:
 
 
 def build_neighbours(corpus: Sequence[str], queries: Sequence[str], model, k: int, cache_dir: str | Path,
-                     min_words: int = 3, batch_size: int = 128, max_seq_length: int | None = None) -> Neighbours:
+                     min_words: int = 3, batch_size: int = 128, max_seq_length: int | None = None,
+                     index: IndexChoice | None = None, shards: int | None = 1,
+                     shard: int | None = None) -> Neighbours:
     """Mine (or load from ``cache_dir``) the top-k neighbours of ``queries`` in the deduplicated ``corpus``,
-    encoded cut at ``max_seq_length`` tokens (``None``: the model's own limit)."""
+    encoded cut at ``max_seq_length`` tokens (``None``: the model's own limit), searched with ``index``
+    (default: exact below 10^5 sentences), the encoding split into ``shards`` (see :func:`corpus_vectors`)."""
     import faiss
 
+    choice = index or IndexChoice()
     index_texts = dedupe_corpus(corpus, min_words)
     queries = list(dict.fromkeys(queries))
     if len(index_texts) < 2:
         raise ValueError(f"the retrieval corpus has {len(index_texts)} sentence(s) of ≥ {min_words} words; need more")
-    identity = {"corpus": _texts_hash(index_texts), "queries": _texts_hash(queries),
-                "model": model_fingerprint(model), "k": k, "min_words": min_words}
+    corpus_hash, fingerprint = _texts_hash(index_texts), model_fingerprint(model)
+    identity: dict = {"corpus": corpus_hash, "queries": _texts_hash(queries), "model": fingerprint, "k": k,
+                      "min_words": min_words}
     if max_seq_length is not None:  # only when set, so the caches mined at full length keep their keys
         identity["max_seq_length"] = max_seq_length
+    if approximate := choice.identity(len(index_texts)):  # likewise: the exact index adds nothing
+        identity["index"] = approximate
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:20]
     folder = Path(cache_dir) / key
     if (folder / "neighbours.npz").is_file():
-        saved = np.load(folder / "neighbours.npz")
         logger.info("retrieval: reusing the cached neighbour lists in %s", folder)
-        return Neighbours(index_texts, queries, saved["ids"], saved["scores"])
+        return _load(folder, index_texts, queries)
 
-    vectors = mean_pooled(model, index_texts, batch_size, max_seq_length)
-    index = faiss.IndexFlatIP(vectors.shape[1])
-    index.add(vectors)
+    embeddings = Path(cache_dir) / "embeddings" / hashlib.sha256(json.dumps(
+        [corpus_hash, fingerprint, batch_size, max_seq_length]).encode()).hexdigest()[:20]
+    vectors = corpus_vectors(index_texts, model, embeddings, batch_size, max_seq_length, *resolve_shards(shards, shard))
+    if vectors is None:  # this process encoded its shard; shard 0's process builds the lists
+        wait_for([folder / "neighbours.npz"], "the neighbour lists")
+        return _load(folder, index_texts, queries)
+    index_ = build_index(vectors, choice)
+    out_ids, out_scores = _search(index_, vectors, index_texts, queries, model, k, choice, batch_size, max_seq_length)
+    folder.mkdir(parents=True, exist_ok=True)
+    faiss.write_index(index_, str(folder / "index.faiss"))
+    (folder / "meta.json").write_text(json.dumps({"index_size": len(index_texts), "queries": len(queries),
+                                                  "k": out_ids.shape[1], "min_words": min_words,
+                                                  "max_seq_length": max_seq_length,
+                                                  **({"index": approximate} if approximate else {})}))
+    partial = folder / f".neighbours.{os.getpid()}.partial.npz"
+    np.savez(partial, ids=out_ids, scores=out_scores)
+    os.replace(partial, folder / "neighbours.npz")  # last and whole: other processes wait for this file
+    logger.info("retrieval: indexed %d sentences, top-%d for %d queries, cached in %s",
+                len(index_texts), out_ids.shape[1], len(queries), folder)
+    return Neighbours(index_texts, queries, out_ids, out_scores)
+
+
+def _load(folder: Path, index_texts: list[str], queries: list[str]) -> Neighbours:
+    saved = np.load(folder / "neighbours.npz")
+    return Neighbours(index_texts, queries, saved["ids"], saved["scores"])
+
+
+def corpus_vectors(index_texts: list[str], model, folder: Path, batch_size: int, max_seq_length: int | None,
+                   shards: int, shard: int | None) -> np.ndarray | None:
+    """The index sentences' embeddings, in order. One shard: encoded here, kept in memory. Several: each
+    shard's file in ``folder`` is encoded by this process (``shard``; None: every missing one in turn) or
+    another; shard 0's process (or the one doing all) waits for all and returns them merged, the others None."""
+    if shards == 1:
+        return mean_pooled(model, index_texts, batch_size, max_seq_length)
+    rows = shard_rows(len(index_texts), batch_size, shards)
+    for i in range(shards) if shard is None else [shard]:
+        path = shard_file(folder, i, shards)
+        if path.exists():
+            logger.info("retrieval: shard %d of %d already encoded in %s", i, shards, path)
+            continue
+        texts = index_texts[rows[i].start:rows[i].stop]
+        save_array(path, mean_pooled(model, texts, batch_size, max_seq_length) if texts
+                   else np.zeros((0, 0), np.float32))
+        logger.info("retrieval: encoded shard %d of %d (%d sentences) into %s", i, shards, len(texts), path)
+    if shard not in (None, 0):
+        return None
+    wait_for([shard_file(folder, i, shards) for i in range(shards)], f"the {shards} embedding shards")
+    return merged(folder, shards)
+
+
+def _search(index, vectors: np.ndarray, index_texts: list[str], queries: list[str], model, k: int,
+            choice: IndexChoice, batch_size: int, max_seq_length: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's top-k index rows and cosines, itself and its duplicates excluded."""
+    import faiss
+
+    exact = isinstance(index, faiss.IndexFlat)
     position = {normalise(t): i for i, t in enumerate(index_texts)}
     missing = [q for q in queries if normalise(q) not in position]
     extra = (mean_pooled(model, missing, batch_size, max_seq_length) if missing
@@ -136,27 +202,21 @@ def build_neighbours(corpus: Sequence[str], queries: Sequence[str], model, k: in
     query_vectors = np.stack([vectors[position[normalise(q)]] if q not in extra_row else extra[extra_row[q]]
                               for q in queries]) if queries else vectors[:0]
     k_eff = min(k, len(index_texts) - 1)
-    scores, ids = index.search(query_vectors, min(k_eff + 2, len(index_texts)))
+    scores, ids = searcher(index, choice).search(query_vectors, min(k_eff + 2, len(index_texts)))
     out_ids = np.full((len(queries), k_eff), -1, dtype=np.int64)
     out_scores = np.zeros((len(queries), k_eff), dtype=np.float32)
     for row, query in enumerate(queries):
         own = normalise(query)
         kept = [(i, s) for i, s in zip(ids[row], scores[row]) if i >= 0 and normalise(index_texts[i]) != own]
-        if len(kept) < k_eff:  # ties pushed the candidates out: search this row more widely
-            wide_scores, wide_ids = index.search(query_vectors[row:row + 1], len(index_texts))
+        if len(kept) < k_eff:  # ties (or an IVF's few probed cells) left too few: search this row exactly
+            wide_scores, wide_ids = (index.search(query_vectors[row:row + 1], len(index_texts)) if exact else
+                                     faiss.knn(query_vectors[row:row + 1], vectors, len(index_texts),
+                                               metric=faiss.METRIC_INNER_PRODUCT))
             kept = [(i, s) for i, s in zip(wide_ids[0], wide_scores[0]) if normalise(index_texts[i]) != own]
         kept = kept[:k_eff]
         out_ids[row, :len(kept)] = [i for i, _ in kept]
         out_scores[row, :len(kept)] = [s for _, s in kept]
-    folder.mkdir(parents=True, exist_ok=True)
-    faiss.write_index(index, str(folder / "index.faiss"))
-    np.savez(folder / "neighbours.npz", ids=out_ids, scores=out_scores)
-    (folder / "meta.json").write_text(json.dumps({"index_size": len(index_texts), "queries": len(queries),
-                                                  "k": k_eff, "min_words": min_words,
-                                                  "max_seq_length": max_seq_length}))
-    logger.info("retrieval: indexed %d sentences, top-%d for %d queries, cached in %s",
-                len(index_texts), k_eff, len(queries), folder)
-    return Neighbours(index_texts, queries, out_ids, out_scores)
+    return out_ids, out_scores
 
 
 # --------------------------------------------------------------------------- sampling (CARDS Fig. 3)

@@ -13,6 +13,7 @@ from typing import Any, Literal, TYPE_CHECKING
 
 from augcse.text.augment import get
 from augcse.text.retrieval import NegativeSampler, build_neighbours, keyed_rng
+from augcse.text.retrieval_index import IndexChoice, IndexKind
 from augcse.core.schema import NonNegativeInt, PositiveInt, Probability
 from augcse.text.views.base import ViewContext, as_anchor, cache_root, register_view, texts_of
 
@@ -39,6 +40,12 @@ def negative_columns(column: str, s: int) -> list[str]:
 def _outputs(params: Mapping[str, Any]) -> dict[str, Any]:
     if not (params["switch_case"] or params["retrieve"]):
         raise ValueError("switch_case: false with retrieve: false writes nothing")
+    if params.get("shard") is not None and not params.get("shards"):
+        raise ValueError("shard needs shards, the shard count (under torchrun leave both null: the ranks are "
+                         "the shards)")
+    if params.get("shard") is not None and params["shard"] >= params["shards"]:
+        raise ValueError(f"shard {params['shard']} is not one of the {params['shards']} shards "
+                         f"(0 to {params['shards'] - 1})")
     out = {params["positive_column"]: None} if params["switch_case"] else {}
     if params["retrieve"]:
         out.update({c: None for c in negative_columns(params["negative_column"], params["s"])})
@@ -91,7 +98,9 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
                sampling: Literal["R_uniform", "R_top", "D_uniform"] = "R_uniform", min_words: NonNegativeInt = 3,
                positive_column: str = "positive", negative_column: str = "retrieved",
                seed: NonNegativeInt | None = None, batch_size: PositiveInt = 128,
-               retrieval_max_seq_length: PositiveInt | None = None) -> Dataset:
+               retrieval_max_seq_length: PositiveInt | None = None, index: IndexKind = "auto",
+               nprobe: PositiveInt = 32, ef_search: PositiveInt = 128, index_gpu: bool = False,
+               shards: PositiveInt | None = None, shard: NonNegativeInt | None = None) -> Dataset:
     """CARDS' columns, drawn lazily on access, afresh each epoch (keyed by seed, epoch and anchor):
 
     ``positive``: the switch-cased anchor (CARDS v1/v2, probability ``p``; ``mode: substitution`` only
@@ -106,6 +115,19 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
         retrieval_max_seq_length: the tokens of each sentence the starting model encodes for retrieval
             (its ``max_seq_length`` during that encoding only, restored after): 32 is the authors' code;
             ``None`` encodes it at the model's own length.
+        index: the Faiss index the corpus is searched with: ``auto`` is the exact ``flat`` index below 10^5
+            sentences (the lists and cache keys of before) and ``ivf`` (an inverted file of about 4·√n cells,
+            seeded k-means, reproducible) from 10^5 on; ``hnsw`` is a graph index (not bit-reproducible).
+            An approximate index's parameters join the neighbour cache's key.
+        nprobe: the IVF cells each query searches (more: higher recall, slower; docs/SCALE.md).
+        ef_search: the candidates each HNSW query keeps (more: higher recall, slower).
+        index_gpu: search on a GPU when Faiss has GPU support (faiss-gpu) and one is present; else a log line
+            says why it searches on the CPU.
+        shards: encode the corpus in this many shards, each written to the cache folder and merged in order
+            into the lists one process gives; ``null``: torchrun's ``WORLD_SIZE`` when its ranks share one
+            node, else 1.
+        shard: the one shard this process encodes (separate jobs sharing the cache folder; shard 0's merges);
+            ``null``: the torchrun ``RANK`` when the shards are the ranks, else every missing shard in turn.
     """
     _outputs(locals())
     seed = context.seed if seed is None else seed
@@ -118,7 +140,9 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
     if retrieve:
         neighbours = build_neighbours(sentences, sentences, context.model, k, cache_root(context) / "retrieval",
                                       min_words=min_words, batch_size=batch_size,
-                                      max_seq_length=retrieval_max_seq_length)
+                                      max_seq_length=retrieval_max_seq_length,
+                                      index=IndexChoice(index, nprobe=nprobe, ef_search=ef_search, gpu=index_gpu),
+                                      shards=shards, shard=shard)
         sampler = NegativeSampler(neighbours, sampling, s, seed)
         columns = negative_columns(negative_column, s)
         for column in columns:  # placeholders: the transform fills them per access

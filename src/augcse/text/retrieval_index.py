@@ -1,0 +1,119 @@
+"""Which Faiss index CARDS' retrieval searches: exact where that is cheap, approximate where it is not.
+
+An exact ``IndexFlatIP`` compares every query with every sentence: n² inner products, which is hours at
+10^6 sentences on a few CPU cores and 100× that at 10^7. ``auto`` keeps the exact index below
+:data:`EXACT_BELOW` sentences (so every list mined so far, and its cache key, stays as it was) and above it
+uses an inverted file (``IndexIVFFlat``, inner product on the L2-normalised vectors): k-means cells, of
+which each query searches the ``nprobe`` nearest. Its k-means is seeded (:data:`KMEANS_SEED`) and trains
+on a seeded sample, so two builds give the same lists. HNSW (``IndexHNSWFlat``) is offered too; its graph
+is built on several threads and is not bit-reproducible, so ``auto`` never picks it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+IndexKind = Literal["auto", "flat", "ivf", "hnsw"]
+
+EXACT_BELOW = 100_000  # auto: the exact flat index below this many indexed sentences, IVF from it on
+KMEANS_SEED = 1234  # the IVF k-means seed (and of its training sample): the same cells in every build
+TRAIN_POINTS_PER_LIST = 64  # IVF trains on at most this many sampled sentences per cell (Faiss's floor is 39)
+HNSW_EF_CONSTRUCTION = 80  # candidates kept while inserting into the HNSW graph
+
+
+def ivf_lists(n: int) -> int:
+    """IVF cells for ``n`` sentences: about 4·√n, at most one per 39 sentences (Faiss's training floor)."""
+    return max(1, min(round(4 * math.sqrt(n)), n // 39))
+
+
+@dataclass(frozen=True)
+class IndexChoice:
+    """The index a retrieval corpus is searched with, and its search-time parameters."""
+
+    kind: IndexKind = "auto"
+    nprobe: int = 32  # IVF: the cells each query searches
+    ef_search: int = 128  # HNSW: the candidates each query keeps while walking the graph
+    hnsw_m: int = 32  # HNSW: links per node
+    gpu: bool = False  # search on a GPU when Faiss has GPU support and one is present
+
+    def resolved(self, n: int) -> str:
+        """The kind actually built for ``n`` indexed sentences."""
+        if self.kind != "auto":
+            return self.kind
+        return "flat" if n < EXACT_BELOW else "ivf"
+
+    def identity(self, n: int) -> dict[str, Any]:
+        """What the neighbour lists depend on beyond the exact default, for the cache key: empty for the exact
+        index on the CPU, so lists mined before indexes were a choice keep their keys."""
+        kind = self.resolved(n)
+        out: dict[str, Any] = {}
+        if kind == "ivf":
+            out = {"kind": "ivf", "nlist": ivf_lists(n), "nprobe": self.nprobe, "kmeans_seed": KMEANS_SEED,
+                   "train_per_list": TRAIN_POINTS_PER_LIST}
+        elif kind == "hnsw":
+            out = {"kind": "hnsw", "m": self.hnsw_m, "ef_search": self.ef_search,
+                   "ef_construction": HNSW_EF_CONSTRUCTION}
+        if self.gpu and kind != "hnsw" and gpu_available():  # GPU sums differ from the CPU's in the last bits
+            out["gpu"] = True
+        return out
+
+
+def gpu_available() -> bool:
+    """True when this Faiss build has GPU support and sees a GPU."""
+    import faiss
+
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+def build_index(vectors: np.ndarray, choice: IndexChoice):
+    """A CPU index of ``vectors`` (float32, L2-normalised rows; inner product is cosine), trained and filled."""
+    import faiss
+
+    n, dim = vectors.shape
+    kind = choice.resolved(n)
+    if kind == "flat":
+        index = faiss.IndexFlatIP(dim)
+    elif kind == "ivf":
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(n), faiss.METRIC_INNER_PRODUCT)
+        index.cp.seed = KMEANS_SEED
+        index.cp.max_points_per_centroid = TRAIN_POINTS_PER_LIST
+        index.train(vectors)
+        index.nprobe = min(choice.nprobe, index.nlist)
+    else:
+        index = faiss.IndexHNSWFlat(dim, choice.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        index.hnsw.efSearch = choice.ef_search
+    index.add(vectors)
+    logger.info("retrieval: %s index of %d sentences%s", kind, n,
+                f" in {index.nlist} cells, searching {index.nprobe}" if kind == "ivf" else "")
+    return index
+
+
+def searcher(index, choice: IndexChoice):
+    """The index to search with: a GPU copy when asked for and possible, else ``index`` itself (said why)."""
+    if not choice.gpu:
+        return index
+    import faiss
+
+    if not hasattr(faiss, "StandardGpuResources"):
+        logger.warning("retrieval: index_gpu is set but this Faiss (faiss-cpu) has no GPU support; searching on "
+                       "the CPU (install faiss-gpu to search on the GPU)")
+        return index
+    if faiss.get_num_gpus() == 0:
+        logger.warning("retrieval: index_gpu is set but Faiss sees no GPU; searching on the CPU")
+        return index
+    if isinstance(index, faiss.IndexHNSWFlat):
+        logger.warning("retrieval: Faiss has no GPU HNSW index; searching on the CPU")
+        return index
+    resources = faiss.StandardGpuResources()
+    on_gpu = faiss.index_cpu_to_gpu(resources, 0, index)
+    on_gpu.resources = resources  # the GPU memory lives as long as the index that uses it
+    logger.info("retrieval: searching on the GPU")
+    return on_gpu
