@@ -1,4 +1,4 @@
-"""Read a training corpus into a ``datasets.Dataset`` with one ``text`` column.
+"""Read a training corpus into a memory-mapped ``datasets.Dataset`` with one ``text`` column.
 
 Bad lines never stop a run: empty, whitespace-only, undecodable, malformed, too short and too long
 lines are skipped and counted by reason; the counts are returned, and logged as a warning whenever a
@@ -7,20 +7,31 @@ line was skipped for any reason but the recipe's ``limit``.
 
 from __future__ import annotations
 
+import atexit
 import csv
 import gzip
 import io
 import json
 import logging
 import random
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import compress, islice
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 from datasets import Dataset
 
+from augcse.text.dedupe import SeenLines
+
 logger = logging.getLogger(__name__)
+
+BATCH_LINES = 10_000  # kept lines held in memory at a time (about 1 MB of text) before they go to Arrow
+SCHEMA = pa.schema([("text", pa.string())])
 
 
 @dataclass
@@ -90,11 +101,13 @@ def _csv_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | No
 def _parquet_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | None]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
-    if column not in table.column_names:
-        raise ValueError(f"{path} has no column {column!r} (columns: {table.column_names}); set data.column")
-    for value in table.column(column).to_pylist():
-        yield value if isinstance(value, str) else None
+    table = pq.ParquetFile(path)
+    names = table.schema_arrow.names
+    if column not in names:
+        raise ValueError(f"{path} has no column {column!r} (columns: {names}); set data.column")
+    for batch in table.iter_batches(columns=[column]):  # a row group's batches at a time, not the whole file
+        for value in batch.column(0).to_pylist():
+            yield value if isinstance(value, str) else None
 
 
 READERS = {".txt": _text_lines, ".jsonl": _jsonl_lines, ".csv": _csv_lines, ".tsv": _csv_lines,
@@ -109,24 +122,10 @@ def _reader(path: Path):
     return READERS[kind]
 
 
-def read_corpus(
-    path: str | Path,
-    column: str = "text",
-    limit: int | None = None,
-    shuffle: bool = False,
-    seed: int = 42,
-    dedupe: bool = False,
-    min_words: int = 1,
-    max_chars: int | None = 10_000,
-) -> tuple[list[str], CorpusStats]:
-    """Clean sentences from ``path`` and the statistics of what was skipped."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"corpus file {path} does not exist")
-    stats = CorpusStats()
-    seen: set[str] = set()
-    kept: list[str] = []
-    for value in _reader(path)(path, stats, column):
+def _cleaned(values: Iterator[str | None], stats: CorpusStats, min_words: int,
+             max_chars: int | None) -> Iterator[str]:
+    """The stripped sentences that pass every check but deduplication; the others counted by reason."""
+    for value in values:
         stats.read += 1
         if value is None:
             stats.skipped["missing"] += 1
@@ -147,23 +146,128 @@ def read_corpus(
         if len(sentence.split()) < min_words:
             stats.skipped["too_short"] += 1
             continue
-        if dedupe:
-            if sentence in seen:
-                stats.skipped["duplicate"] += 1
-                continue
-            seen.add(sentence)
-        kept.append(sentence)
+        yield sentence
+
+
+def _batches(sentences: Iterator[str], size: int) -> Iterator[list[str]]:
+    while batch := list(islice(sentences, size)):
+        yield batch
+
+
+def _scratch_folder(cache_dir: str | Path | None) -> Path:
+    """A new folder for this read's Arrow files, removed when the process exits.
+
+    It lies in ``cache_dir``, else the datasets cache (``HF_DATASETS_CACHE``, on disk where a user put large
+    data), else the system temporary folder. A new folder per read means no datasets cache file (``map``
+    writes beside its source) can be taken for another corpus's.
+    """
+    import datasets
+
+    for base in ([Path(cache_dir)] if cache_dir is not None else
+                 [Path(datasets.config.HF_DATASETS_CACHE) / "augcse-corpus", Path(tempfile.gettempdir())]):
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            folder = Path(tempfile.mkdtemp(prefix="corpus-", dir=base))
+        except OSError:
+            if cache_dir is not None:
+                raise
+            continue
+        atexit.register(shutil.rmtree, folder, True)
+        return folder
+    raise OSError(f"no folder to write the corpus to: {datasets.config.HF_DATASETS_CACHE} and "
+                  f"{tempfile.gettempdir()} cannot be written; set HF_DATASETS_CACHE")
+
+
+def _write_kept(lines: Iterator[str | None], stats: CorpusStats, out: Path, dedupe: bool, min_words: int,
+                max_chars: int | None, keep: int | None) -> int:
+    """Clean (and dedupe) ``lines`` into the Arrow stream ``out``, writing at most ``keep`` of them.
+
+    Returns how many lines were kept in all, written or not; memory holds one batch and the digests.
+    """
+    seen = SeenLines() if dedupe else None
+    total = written = 0
+    with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_stream(sink, SCHEMA) as writer:
+        for batch in _batches(_cleaned(lines, stats, min_words, max_chars), BATCH_LINES):
+            if seen is not None:
+                fresh = seen.first_seen(batch)
+                if not fresh.all():
+                    stats.skipped["duplicate"] += len(batch) - int(fresh.sum())
+                    batch = list(compress(batch, fresh))
+            total += len(batch)
+            room = len(batch) if keep is None else min(len(batch), keep - written)
+            if room > 0:
+                writer.write_batch(pa.record_batch([pa.array(batch[:room], pa.string())], schema=SCHEMA))
+                written += room
+    return total
+
+
+def load_corpus(
+    path: str | Path,
+    column: str = "text",
+    limit: int | None = None,
+    shuffle: bool = False,
+    seed: int = 42,
+    dedupe: bool = False,
+    min_words: int = 1,
+    max_chars: int | None = 10_000,
+    cache_dir: str | Path | None = None,
+) -> tuple[Dataset, CorpusStats]:
+    """Clean sentences from ``path`` as a memory-mapped ``datasets.Dataset`` (one ``text`` column) and the statistics.
+
+    Memory stays bounded whatever the corpus size: kept lines go to an Arrow file batch by batch
+    (:data:`BATCH_LINES` at a time, in a new folder of :func:`_scratch_folder`), ``dedupe`` remembers 16 bytes
+    per distinct line (:mod:`augcse.text.dedupe`), and ``shuffle`` permutes 8 bytes per kept line. The shuffle
+    is ``random.Random(seed).shuffle`` over all kept lines before ``limit``: the same selection and order as
+    shuffling the list of sentences (the permutation depends only on their number).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"corpus file {path} does not exist")
+    reader = _reader(path)
+    stats = CorpusStats()
+    folder = _scratch_folder(cache_dir)
+    try:
+        total = _write_kept(reader(path, stats, column), stats, folder / "kept.arrow", dedupe, min_words, max_chars,
+                            keep=None if shuffle else limit)
+        if limit is not None and total > limit:
+            stats.skipped["over_limit"] += total - limit
+        stats.kept = min(total, limit) if limit is not None else total
+        if not stats.kept:
+            raise ValueError(f"corpus {path} has no usable sentence ({stats.summary()}){_why_empty(stats, column)}")
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    dataset = Dataset.from_file(str(folder / "kept.arrow"))
     if shuffle:
-        random.Random(seed).shuffle(kept)
-    if limit is not None and len(kept) > limit:
-        stats.skipped["over_limit"] += len(kept) - limit
-        kept = kept[:limit]
-    stats.kept = len(kept)
-    if not kept:
-        raise ValueError(f"corpus {path} has no usable sentence ({stats.summary()}){_why_empty(stats, column)}")
+        dataset = _shuffled(dataset, seed, stats.kept, folder / "shuffled.arrow")
     bad = sum(count for reason, count in stats.skipped.items() if reason != "over_limit")
     logger.log(logging.WARNING if bad else logging.INFO, "corpus %s: %s", path.name, stats.summary())
-    return kept, stats
+    return dataset, stats
+
+
+def _shuffled(dataset: Dataset, seed: int, keep: int, out: Path) -> Dataset:
+    """The first ``keep`` rows of ``random.Random(seed).shuffle`` over ``dataset``'s rows, written to ``out``.
+
+    The permutation is shuffled as an array of row numbers: the swaps depend on the length alone, so the
+    rows come out as the sentences would in a shuffled list, in 8 bytes per row instead of the strings. Rows
+    are gathered a batch at a time (``Dataset.select`` would turn the whole permutation into a Python list).
+    """
+    order = np.arange(len(dataset), dtype=np.int64)
+    random.Random(seed).shuffle(order)
+    rows = dataset.with_format("arrow")
+    with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_stream(sink, SCHEMA) as writer:
+        for start in range(0, keep, BATCH_LINES):
+            writer.write_table(rows[order[start:min(start + BATCH_LINES, keep)]].combine_chunks())
+    source = Path(dataset.cache_files[0]["filename"])
+    del dataset, rows
+    source.unlink()  # the unshuffled copy (a mapping of it stays valid until dropped)
+    return Dataset.from_file(str(out))
+
+
+def read_corpus(path: str | Path, column: str = "text", **options) -> tuple[list[str], CorpusStats]:
+    """:func:`load_corpus` as a list of sentences, for corpora that fit in memory (benchmarks, tests, tools)."""
+    dataset, stats = load_corpus(path, column=column, **options)
+    return dataset.data.column("text").to_pylist(), stats
 
 
 def _why_empty(stats: CorpusStats, column: str) -> str:
@@ -175,9 +279,3 @@ def _why_empty(stats: CorpusStats, column: str) -> str:
     if stats.skipped["missing"] == stats.read:
         return f"; no row has a text under {column!r}: set data.column"
     return ""
-
-
-def load_corpus(path: str | Path, column: str = "text", **options) -> tuple[Dataset, CorpusStats]:
-    """:func:`read_corpus` as a ``datasets.Dataset`` with a single ``text`` column."""
-    sentences, stats = read_corpus(path, column=column, **options)
-    return Dataset.from_dict({"text": sentences}), stats
