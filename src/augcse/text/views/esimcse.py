@@ -129,11 +129,17 @@ def esimcse_repetition_view(dataset: Dataset, context: ViewContext, dup_rate: Pr
                             positive_column: str = "positive", seed: NonNegativeInt | None = None) -> Dataset:
     """ESimCSE's positive: the anchor with some tokens repeated, drawn lazily on access, afresh each epoch.
 
-    ``dup_rate``: the largest share of tokens repeated (0.32 for BERT-base, 0.3 RoBERTa-base, 0.28
-    RoBERTa-large in the authors' ``run.sh``). ``unit``: ``subword`` (the paper's and ``run.sh``'s, through the
-    model's tokenizer) or ``word`` (space-separated words, ``dup_type=word``). ``draw``: how many are repeated:
-    ``paper`` (uniform on [0, max(2, int(dup_rate·N))]) or ``code`` (the authors' ``train.py``: at most 9, the
-    upper bound excluded). Put this view last: it installs a ``Dataset.set_transform``.
+    Put this view last: it installs a ``Dataset.set_transform``, which later ``map`` calls would not see.
+
+    Args:
+        dup_rate: the largest share of tokens repeated (the authors' ``run.sh``: 0.32 for BERT-base, 0.3 for
+            RoBERTa-base, 0.28 for RoBERTa-large).
+        unit: ``subword`` (the paper's and ``run.sh``'s, through the model's fast tokenizer) or ``word``
+            (space-separated words, the code's ``dup_type=word``).
+        draw: how many are repeated: ``paper`` (uniform on [0, max(2, int(dup_rate·N))]) or ``code`` (the
+            authors' ``train.py``: at most 9, the upper bound excluded).
+        positive_column: the column written.
+        seed: the draws' seed; ``None``: the run's seed.
     """
     seed = context.seed if seed is None else seed
     tokenizer = offsets_tokenizer(context.model) if unit == "subword" else None
