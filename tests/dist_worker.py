@@ -8,6 +8,10 @@ mean over the two halves of the batch, each half seeded as its rank is.
 
 Then, given ARGS, ``augcse train ARGS…`` in the same processes; afterwards each rank saves the loss's own
 parameters (train-only heads) to OUT/heads<r>.pt.
+
+``- OUT ARGS…`` (MODEL ``-``): ``augcse train ARGS…`` alone, as ``torchrun -m augcse train`` runs it (augcse sets
+up the process group), with the fault named by ``$DIST_FAULT`` (``KIND:RANK:STEP``, :func:`inject`) and the
+files each rank writes recorded in OUT/writes<r>.json (:func:`record_writes`).
 """
 
 from __future__ import annotations
@@ -171,8 +175,102 @@ def all_cases(model_dir: str, rank: int = 0, world: int = 1) -> dict[str, dict]:
         torch.set_default_dtype(dtype)
 
 
+def inject(fault: str, out: str) -> None:
+    """Make ``KIND`` happen on rank ``RANK`` at training step ``STEP`` (1-based), writing OUT/fault.time then:
+    ``nan`` a NaN loss (through the loss's output, as tests/test_nonfinite.py), ``raise`` a RuntimeError in the
+    loss's forward pass, ``enospc`` a full disk while ``checkpoint-STEP`` is saved (torch.save raises ENOSPC)."""
+    import errno
+    import time
+
+    import augcse.training.run as training
+
+    kind, rank, step = fault.split(":")
+    if int(os.environ["RANK"]) != int(rank):
+        return
+
+    def fired() -> None:
+        with open(os.path.join(out, "fault.time"), "w") as handle:
+            handle.write(repr(time.time()))
+
+    if kind == "enospc":
+        real_save = torch.save
+
+        def full_disk(obj, f, *args, **kwargs):
+            if f"checkpoint-{step}" in str(f):
+                fired()
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real_save(obj, f, *args, **kwargs)
+
+        torch.save = full_disk
+        return
+    build_loss = training.build_loss
+
+    def faulty(recipe, model):
+        loss = build_loss(recipe, model)
+        calls = [0]
+
+        def hook(module, inputs, output):
+            if not module.training:
+                return None
+            calls[0] += 1
+            if calls[0] != int(step):
+                return None
+            fired()
+            if kind == "raise":
+                raise RuntimeError(f"injected fault at step {step}")
+            return {key: value * float("nan") for key, value in output.items()}
+
+        loss.register_forward_hook(hook)  # before the guard's: it sees the poisoned output
+        return loss
+
+    training.build_loss = faulty
+
+
+def record_writes(out: str) -> None:
+    """Every path this process opens for writing, creates, renames or removes (Python's audit events, and
+    torch.save and safetensors' writer, whose files are opened in C++), saved to OUT/writes<r>.json at exit."""
+    import atexit
+    import json
+
+    import safetensors.torch
+
+    written: set[str] = set()
+    changes = {"os.mkdir", "os.rename", "os.remove", "os.rmdir", "shutil.rmtree", "os.truncate", "os.symlink"}
+
+    def audit(event: str, args: tuple) -> None:
+        if event == "open" and isinstance(args[0], (str, os.PathLike)):
+            mode, flags = args[1], args[2]
+            if (mode and any(c in str(mode) for c in "wax+")) or (isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR)):
+                written.add(os.path.abspath(args[0]))
+        elif event in changes and args and isinstance(args[0], (str, os.PathLike)):
+            written.add(os.path.abspath(args[0]))
+
+    def wrap(module, name: str) -> None:
+        real = getattr(module, name)
+
+        def recorded(obj, f, *args, **kwargs):
+            if isinstance(f, (str, os.PathLike)):
+                written.add(os.path.abspath(f))
+            return real(obj, f, *args, **kwargs)
+
+        setattr(module, name, recorded)
+
+    sys.addaudithook(audit)
+    wrap(torch, "save")
+    wrap(safetensors.torch, "save_file")
+    rank = os.environ["RANK"]
+    atexit.register(lambda: open(os.path.join(out, f"writes{rank}.json"), "w").write(json.dumps(sorted(written))))
+
+
 def main(model_dir: str, out: str, train_args: list[str]) -> int:
     """The loss cases on this rank, then (given arguments) ``augcse train`` in the same process group."""
+    if model_dir == "-":
+        from augcse.commands.main import main as cli
+
+        record_writes(out)
+        if os.environ.get("DIST_FAULT"):
+            inject(os.environ["DIST_FAULT"], out)
+        return cli(["train", *train_args])
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.save(all_cases(model_dir, rank, world), os.path.join(out, f"rank{rank}.pt"))

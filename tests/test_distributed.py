@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from dist_worker import CASES, all_cases  # noqa: E402
+from augcse.training.rundir import latest_checkpoint  # noqa: E402
 
 WORKER = Path(__file__).with_name("dist_worker.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -101,3 +105,86 @@ def test_only_the_first_process_writes_checkpoints(torchrun):
         saves[rank] = [line for line in log.read_text().splitlines() if "Saving model checkpoint to" in line]
     assert len(saves[0]) == 2, saves[0]  # steps 2 and 4
     assert saves[1] == [], saves[1]
+
+
+# --------------------------------------------------------------------------- restarts and faults of one rank
+
+def fault_recipe(root: Path, tiny_model_dir: Path, data_dir: Path, out: str) -> Path:
+    """tests/test_faults.py's tiny SimCSE recipe (10 steps of 8 rows per process, a checkpoint every 2 steps)."""
+    from test_faults import write_recipe
+
+    return write_recipe(root, tiny_model_dir, data_dir, out)
+
+
+def torchrun_train(root: Path, recipe: Path, *extra: str, launcher: tuple[str, ...] = (), worker: bool = False,
+                   fault: str | None = None) -> tuple[subprocess.Popen, Path]:
+    """Start ``torchrun … -m augcse train RECIPE EXTRA…`` (or through dist_worker.py, which can inject a fault
+    and records what each rank writes); each rank's output goes to its own log under root/logs."""
+    logs = root / "logs"
+    # torch 2.13's torchrun keeps one store across restarts by default, and a restarted gloo group can read the
+    # first attempt's addresses from it (pytorch/pytorch#135712): a store per attempt, as docs/SCALE.md says
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    env.pop("DIST_FAULT", None)
+    if fault:
+        env["DIST_FAULT"] = fault
+    target = [str(WORKER), "-", str(root)] if worker else ["-m", "augcse"]
+    args = [*TORCHRUN, *launcher, "--log-dir", str(logs), "--redirects", "3", *target,
+            *([] if worker else ["train"]), str(recipe), *extra]
+    return subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), logs
+
+
+def rank_logs(logs: Path, attempt: int | None = None) -> dict[int, str]:
+    """Each rank's stderr (the last attempt's, or ``attempt``'s)."""
+    found = sorted(logs.rglob("stderr.log"), key=lambda p: (p.parent.parent.name, p.parent.name))
+    if attempt is not None:
+        found = [p for p in found if p.parent.parent.name == f"attempt_{attempt}"]
+    return {int(p.parent.name): p.read_text() for p in found}
+
+
+def final_weights(run: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(run / "final" / "model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_model_dir, data_dir, tmp_path_factory) -> Path:
+    """Two processes, ten steps, nothing in the way (the run folder)."""
+    root = tmp_path_factory.mktemp("straight")
+    proc, logs = torchrun_train(root, fault_recipe(root, tiny_model_dir, data_dir, "runs"), worker=True)
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, output[-3000:] + first_failure(logs)
+    return root
+
+
+def test_an_elastic_restart_resumes_and_ends_with_the_uninterrupted_weights(uninterrupted, tiny_model_dir, data_dir,
+                                                                            tmp_path):
+    """torchrun --max-restarts 1 with --auto-resume: rank 1 SIGKILLed after a checkpoint, torchrun restarts both
+    ranks, they resume from the one checkpoint rank 0 chose and finish with the weights of the run that was not
+    interrupted (atol 1e-6 as tests/test_faults.py's kills: a resume restores weights, optimizer, schedule and
+    every rank's RNG, so only the last float bits may differ) and each step logged once."""
+    import psutil
+    from test_faults import logged_steps
+
+    recipe = fault_recipe(tmp_path, tiny_model_dir, data_dir, "runs")
+    run = tmp_path / "runs" / "run"
+    proc, logs = torchrun_train(tmp_path, recipe, "--auto-resume", launcher=("--max-restarts", "1"))
+    deadline, killed = time.time() + 300, None
+    while proc.poll() is None and time.time() < deadline and killed is None:
+        if latest_checkpoint(run) is not None and max(logged_steps(run), default=0) >= 3:
+            workers = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                       if p.environ().get("RANK") == "1" and p.environ().get("TORCHELASTIC_RESTART_COUNT") == "0"]
+            if workers:
+                killed = max(logged_steps(run))
+                workers[0].send_signal(signal.SIGKILL)
+        time.sleep(0.05)
+    output, _ = proc.communicate(timeout=600)
+    assert killed is not None and killed < 10, "the run ended before the kill"
+    assert proc.returncode == 0, output[-3000:] + first_failure(logs)
+    second = rank_logs(logs, attempt=1)
+    resumed = {r: re.findall(r"resuming from \S*/(checkpoint-\d+)", text) for r, text in second.items()}
+    assert len(resumed[0]) == 1 and resumed[1] == resumed[0], resumed  # rank 0's choice, on both ranks
+    got, reference = final_weights(run), final_weights(uninterrupted / "runs" / "run")
+    for key in reference:
+        torch.testing.assert_close(got[key], reference[key], rtol=0, atol=1e-6, msg=key)
+    assert logged_steps(run) == list(range(1, 11))

@@ -92,6 +92,11 @@ class LossStateCheckpoint(TrainerCallback):
         self.recipe = recipe
 
     def on_save(self, args, state, control, **kwargs):
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            # every rank writes its own RNG state into the checkpoint: it is complete (the loss state, written
+            # last) only once they all have, or a resume would silently draw other dropout masks on that rank
+            dist.barrier()
         if state.is_world_process_zero:
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if self.recipe is not None:  # before the loss state, whose presence marks the checkpoint complete

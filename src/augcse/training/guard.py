@@ -24,9 +24,10 @@ class NonFiniteError(RuntimeError):
     ``probe``: the run's first batch and its loss then, ``(inputs, loss)``, to tell a checkpoint whose
     weights still give a sound loss from one already wrecked (:func:`sound`)."""
 
-    def __init__(self, step: int, what: str, value: float, probe: tuple[tuple, float] | None = None) -> None:
+    def __init__(self, step: int, what: str, value: float, probe: tuple[tuple, float] | None = None,
+                 rank: int | None = None) -> None:
         super().__init__(f"step {step}: {what} is {value}")
-        self.step, self.what, self.value, self.probe = step, what, value, probe
+        self.step, self.what, self.value, self.probe, self.rank = step, what, value, probe, rank
 
 
 def _first_nonfinite(output) -> tuple[str, float] | None:
@@ -62,15 +63,15 @@ class NonFiniteGuard(TrainerCallback):
     def _check_loss(self, module: torch.nn.Module, inputs, output) -> None:
         if not module.training or self.bad is not None:
             return
-        found = _first_nonfinite(output)
+        found, where = _on_any_rank(_first_nonfinite(output), output)
         if found is not None:
-            self._record(*found)
+            self._record(*found, rank=where)
         elif self.probe is None:
             self.probe = (inputs, total(output))
 
-    def _record(self, what: str, value: float) -> None:
+    def _record(self, what: str, value: float, rank: int | None = None) -> None:
         if len(self.skipped) >= self.allowed_skips:
-            raise NonFiniteError(self.step, what, value, self.probe)
+            raise NonFiniteError(self.step, what, value, self.probe, rank)
         self.bad = (what, value)
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
@@ -86,6 +87,29 @@ class NonFiniteGuard(TrainerCallback):
         self.skipped.append(self.step)
         logger.warning("step %d skipped: %s is %s (%d of %d allowed non-finite steps used)", self.step,
                        self.bad[0], self.bad[1], len(self.skipped), self.allowed_skips)
+
+
+def _on_any_rank(found: tuple[str, float] | None, output) -> tuple[tuple[str, float] | None, int | None]:
+    """The first rank's non-finite finding, on every rank, and that rank (None in one process).
+
+    With several processes a NaN is usually met by one rank only; were it to stop alone, the others would wait
+    in their next collective until its timeout (30 min for gloo). One all-reduce of one number per loss call
+    (where the ranks meet anyway, in the loss's gather and DDP's backward) lets every rank stop, or skip, at
+    the same step with the same finding."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return found, None
+    world = dist.get_world_size()
+    parts = output if isinstance(output, dict) else {"loss": output}
+    device = next((v.device for v in parts.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
+    first = torch.tensor([dist.get_rank() if found is not None else world], device=device)
+    dist.all_reduce(first, op=dist.ReduceOp.MIN)
+    source = int(first.item())
+    if source == world:
+        return None, None
+    shared = [found]
+    dist.broadcast_object_list(shared, src=source)
+    return shared[0], source
 
 
 def total(output) -> float:

@@ -28,7 +28,8 @@ from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_
 from augcse.core.outputs import free_bytes, mib, write_failure
 from augcse.models.load import check_readable
 from augcse.training.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, check_output_dir, validate_recipe
-from augcse.training.rundir import FINISHED, RECIPE as RECIPE_FILE, RunFolder, checkpoint_step, checkpoints, latest_checkpoint
+from augcse.training.rundir import (FINISHED, RECIPE as RECIPE_FILE, RunFolder, RunFolderError, checkpoint_step, checkpoints,
+                                    latest_checkpoint)
 
 if TYPE_CHECKING:  # the guard imports torch: not at start-up (``augcse train --help`` stays light)
     from augcse.training.guard import NonFiniteError
@@ -278,14 +279,103 @@ def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool | str =
     root = resolve_data_dir(data_dir)
     corpus_path = check_inputs(recipe, root)
     folder = RunFolder(recipe.run_dir)
-    if int(os.environ.get("RANK", "0")) == 0:
-        checkpoint = folder.claim(recipe.to_dict(), resume=resume, overwrite=overwrite)
-    else:
-        checkpoint = latest_checkpoint(recipe.run_dir) if resume else None
     try:
+        checkpoint = agreed_checkpoint(folder, recipe, resume, overwrite)
         return _train(recipe, root, corpus_path, checkpoint, callbacks)
+    except Exception as exc:
+        if world_size() == 1 or isinstance(exc, RunFolderError):  # a refusal reaches every rank by itself
+            raise
+        raise RunError(every_ranks_line(recipe, exc)) from None
     finally:
         folder.release()
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def join_process_group(recipe: Recipe) -> None:
+    """Set up the trainer's own process group now, through its arguments (so its backend and ``ddp_timeout`` are
+    the ones training uses), so that rank 0's decision about the run folder reaches the other ranks."""
+    training_arguments(recipe, has_dev=recipe.eval.dev is not None, total_steps=1)
+
+
+def agreed_checkpoint(folder: RunFolder, recipe: Recipe, resume: bool | str, overwrite: bool) -> Path | None:
+    """The checkpoint every rank resumes from: rank 0's decision in :meth:`RunFolder.claim`, broadcast.
+
+    Other ranks do not look at the folder themselves: rank 0 may empty it (``--overwrite``, a restart of an
+    ``--auto-resume`` run stopped before its first checkpoint) or finish a checkpoint while they would read it,
+    and ranks that resumed from different checkpoints would train on, silently apart. A refusal is broadcast
+    too, so every rank ends with the same line (:class:`RunFolderError`, exit 2)."""
+    if world_size() == 1:
+        return folder.claim(recipe.to_dict(), resume=resume, overwrite=overwrite)
+    import torch.distributed as dist
+
+    join_process_group(recipe)
+    decision: list[Any] = [None]
+    if dist.get_rank() == 0:
+        try:
+            found = folder.claim(recipe.to_dict(), resume=resume, overwrite=overwrite)
+            decision = [("resume", str(found) if found else None)]
+        except RunFolderError as exc:
+            decision = [("refused", str(exc))]
+    dist.broadcast_object_list(decision, src=0)
+    kind, value = decision[0]
+    if kind == "refused":
+        raise RunFolderError(value)
+    return Path(value) if value else None
+
+
+def _fault_key() -> str:
+    # the store outlives a torchrun restart: each attempt has its own key
+    return f"augcse/fault/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+
+def _fault_store():
+    """The key-value store the process group was set up with (the launcher's), or None."""
+    import torch.distributed as dist
+
+    try:
+        return dist.distributed_c10d._get_default_store() if dist.is_initialized() else None
+    except (RuntimeError, ValueError):
+        return None
+
+
+def every_ranks_line(recipe: Recipe, exc: BaseException) -> str:
+    """The one line every rank of a multi-process run ends with, whichever rank met the fault first.
+
+    A rank that fails publishes its line (which rank, what, the resumable checkpoint) in the process group's
+    store before it exits; its exit breaks the collective the other ranks wait in (gloo reports a closed
+    connection at once), and they end with the line published first instead of their own broken connection.
+    A non-finite step is met by every rank at the same step (:class:`augcse.training.guard.NonFiniteGuard`
+    combines their verdicts), so its line is the same on each. The store is in memory, so a full disk does not
+    stop the line from reaching the others; a rank killed without a word (SIGKILL, out of memory) leaves the
+    others their own line. The launcher's SIGTERM to the remaining ranks is ignored from here on, so that it
+    cannot cut the line short (torchrun sends SIGKILL 30 s later anyway)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    own = str(exc) if isinstance(exc, RunError) else f"{type(exc).__name__}: {_first_line(exc)}; {resumable(recipe.run_dir)}"
+    own = own if own.startswith("rank ") else f"rank {rank()}: {own}"
+    store = _fault_store()
+    if store is None:
+        return own
+    try:
+        published = store.compare_set(_fault_key(), "", own)  # the first line published wins
+    except (RuntimeError, ValueError):  # the store's host is gone too
+        return own
+    return published.decode() if isinstance(published, bytes) else str(published)
+
+
+def resumable(run_dir: Path) -> str:
+    """What a stopped run can be continued from (read only: every rank may ask)."""
+    last = latest_checkpoint(run_dir)
+    return (f"{last.name} is resumable: run the same command with --auto-resume (or --resume)" if last
+            else "no complete checkpoint was saved yet: start again with --overwrite")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 @dataclass
@@ -417,14 +507,48 @@ def recovery_checkpoint(run_dir: Path, setup: Setup, probe: tuple[tuple, float] 
     """The newest checkpoint whose weights still train soundly (:func:`augcse.training.guard.sound` on the run's
     first batch); newer ones, finite but wrecked, are set aside as ``diverged-checkpoint-N`` so ``--resume``
     continues from the sound one. Without a probe, the newest finite checkpoint."""
-    while (last := last_finite_checkpoint(run_dir)) is not None:
-        if probe is None or _sound_checkpoint(last, setup, probe):
+    while (last := _from_rank_0(lambda: last_finite_checkpoint(run_dir))) is not None:
+        # with several processes every rank probes its own first batch (the loss gathers across them), and a
+        # checkpoint is sound when it is sound for all; only rank 0 touches the folder
+        if _on_every_rank(probe is None or _sound_checkpoint(last, setup, probe)):
             return last
         aside = last.with_name(f"diverged-{last.name}")
-        shutil.rmtree(aside, ignore_errors=True)
-        last.rename(aside)
-        logger.warning("%s gives the first batch a non-finite or exploded loss: set aside as %s", last.name, aside.name)
+        if rank() == 0:
+            shutil.rmtree(aside, ignore_errors=True)
+            last.rename(aside)
+            logger.warning("%s gives the first batch a non-finite or exploded loss: set aside as %s", last.name,
+                           aside.name)
     return None
+
+
+def _distributed() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def _from_rank_0(decide):
+    """``decide()`` on rank 0 (which may change the folder), its answer on every rank."""
+    if not _distributed():
+        return decide()
+    import torch.distributed as dist
+
+    answer = [decide() if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(answer, src=0)
+    return answer[0]
+
+
+def _on_every_rank(flag: bool) -> bool:
+    """Whether ``flag`` holds on every rank."""
+    if not _distributed():
+        return flag
+    import torch
+    import torch.distributed as dist
+
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    value = torch.tensor([int(flag)], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MIN)
+    return bool(value.item())
 
 
 def _sound_checkpoint(checkpoint: Path, setup: Setup, probe: tuple[tuple, float]) -> bool:
@@ -452,6 +576,7 @@ def nonfinite_error(recipe: Recipe, setup: Setup, exc: NonFiniteError) -> RunErr
     if isinstance(temperature, (int, float)):
         causes.append(f"the loss temperature ({temperature:g}) is too low")
     causes.append("a batch is bad")
+    setup.loss.model = setup.model  # probed without the trainer's distributed wrapper
     last = recovery_checkpoint(recipe.run_dir, setup, exc.probe)
     lower = f"training.learning_rate={min(setup.args.learning_rate / 10, HIGHEST_SUGGESTED_RATE):g}"
     stored = recipe.run_dir / RECIPE_FILE
@@ -461,7 +586,8 @@ def nonfinite_error(recipe: Recipe, setup: Setup, exc: NonFiniteError) -> RunErr
     else:
         how = (f"no checkpoint was saved before the weights went wrong: start again with a lower rate, e.g. augcse "
                f"train {stored} {lower} --overwrite, or allow skipped steps with skip_nonfinite_steps=N")
-    return RunError(f"the run stopped at {exc} (likely: {', '.join(causes)}); the weights were not updated "
+    who = f"rank {exc.rank}: " if exc.rank is not None else ""
+    return RunError(f"{who}the run stopped at {exc} (likely: {', '.join(causes)}); the weights were not updated "
                     f"from it and no final/ was written; {how}")
 
 
@@ -470,7 +596,8 @@ def write_error(recipe: Recipe, setup: Setup, reason: str, writing: str, size: i
     last = latest_checkpoint(recipe.run_dir)
     resumable = (f"the last complete checkpoint, {last.name}, is still resumable: free space and run again with "
                  "--resume") if last else "no complete checkpoint was saved yet: free space and start again with --overwrite"
-    return RunError(f"could not write {writing} in {recipe.run_dir} ({reason}): about {mib(size)} needed, "
+    who = f"rank {rank()}: " if world_size() > 1 else ""
+    return RunError(f"{who}could not write {writing} in {recipe.run_dir} ({reason}): about {mib(size)} needed, "
                     f"{mib(free_bytes(recipe.run_dir))} free; {resumable}")
 
 
@@ -492,11 +619,14 @@ def fit(recipe: Recipe, setup: Setup, trainer, checkpoint: Path | None) -> None:
         raise nonfinite_error(recipe, setup, exc) from None
     except Exception as exc:
         reason = write_failure(exc)
+        if reason is None and world_size() > 1:  # which step, for the line every rank ends with
+            raise RunError(f"rank {rank()}: {type(exc).__name__} at step {trainer.state.global_step + 1}: "
+                           f"{_first_line(exc)}; {resumable(recipe.run_dir)}") from exc
         if reason is None:
             raise
         print(file=sys.stderr, flush=True)
         partial = recipe.run_dir / f"checkpoint-{trainer.state.global_step}"
-        if partial.is_dir():
+        if partial.is_dir() and rank() == 0:
             shutil.rmtree(partial, ignore_errors=True)
         named = getattr(exc, "filename", None)  # an OSError names its file; the log, say, rather than a checkpoint
         writing = Path(named).name if named and partial.name not in str(named) else "a checkpoint"
