@@ -123,7 +123,9 @@ def torchrun_train(root: Path, recipe: Path, *extra: str, launcher: tuple[str, .
     logs = root / "logs"
     # torch 2.13's torchrun keeps one store across restarts by default, and a restarted gloo group can read the
     # first attempt's addresses from it (pytorch/pytorch#135712): a store per attempt, as docs/SCALE.md says
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    if "--max-restarts" in launcher:
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     env.pop("DIST_FAULT", None)
     if fault:
         env["DIST_FAULT"] = fault
@@ -188,3 +190,37 @@ def test_an_elastic_restart_resumes_and_ends_with_the_uninterrupted_weights(unin
     for key in reference:
         torch.testing.assert_close(got[key], reference[key], rtol=0, atol=1e-6, msg=key)
     assert logged_steps(run) == list(range(1, 11))
+
+
+def test_only_rank_0_writes_the_run_files(uninterrupted):
+    """The log, the records, the checkpoints' files and final/ with its card come from rank 0; rank 1 writes only
+    its own RNG state into each checkpoint (the trainer's, needed to resume it exactly), making the folder if it is first."""
+    run = uninterrupted / "runs" / "run"
+    written = {r: json.loads((uninterrupted / f"writes{r}.json").read_text()) for r in (0, 1)}
+    inside = {r: {Path(p).relative_to(run).as_posix() for p in paths if Path(p).is_relative_to(run)}
+              for r, paths in written.items()}
+    assert {"log.jsonl", "summary.json", "final/README.md"} <= inside[0]
+    assert inside[1] and all(re.fullmatch(r"checkpoint-\d+(/rng_state_1\.pth)?", p) for p in inside[1]), inside[1]
+
+
+@pytest.mark.parametrize("fault", ["nan:1:3", "enospc:0:4", "raise:1:3"])
+def test_a_fault_on_one_rank_ends_every_rank_with_one_line(fault, tiny_model_dir, data_dir, tmp_path):
+    """A NaN loss on rank 1, a full disk while rank 0 saves checkpoint-4, an exception on rank 1: both ranks end
+    within 30 s of the fault (gloo's own timeout is 30 min) with the same one line, naming the rank, what
+    happened and the checkpoint to resume from, and the job exits non-zero."""
+    recipe = fault_recipe(tmp_path, tiny_model_dir, data_dir, "runs")
+    proc, logs = torchrun_train(tmp_path, recipe, worker=True, fault=fault)
+    output, _ = proc.communicate(timeout=600)
+    ended = time.time()
+    assert proc.returncode != 0, output[-3000:]
+    seconds = ended - float((tmp_path / "fault.time").read_text())
+    lines = {r: [line for line in text.splitlines() if line.startswith("augcse train: error:")]
+             for r, text in rank_logs(logs).items()}
+    print(f"{fault}: every rank ended {seconds:.1f} s after the fault: {lines[0]}")
+    assert len(lines[0]) == 1 and lines[1] == lines[0], lines
+    line = lines[0][0]
+    kind, rank, _ = fault.split(":")
+    assert line.startswith(f"augcse train: error: rank {rank}: "), line
+    assert {"nan": "is nan", "enospc": "No space left on device", "raise": "injected fault at step 3"}[kind] in line
+    assert "checkpoint-2" in line, line
+    assert seconds < 30, seconds
