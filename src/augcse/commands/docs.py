@@ -138,8 +138,26 @@ def grad_cache(device: str | None) -> list[str]:
     return markdown_table(header, body, [False] + [True] * (len(header) - 1))
 
 
+def fault_matrix(_: str | None = None) -> list[str]:
+    """Every command × every fault of the world: the exit codes, then each case's line and what was left
+    (``docs/records/fault-matrix.json``, written by tests/test_fault_matrix.py)."""
+    rows = record("fault-matrix")["rows"]
+    commands = list(dict.fromkeys(r["command"] for r in rows))
+    faults = list(dict.fromkeys(r["fault"] for r in rows))
+    codes = {(r["command"], r["fault"]): str(r["exit"]) for r in rows}
+    grid = markdown_table(["command", *faults], [[f"`{c}`", *(codes.get((c, f), "—") for f in faults)] for c in commands],
+                          [False] + [True] * len(faults))
+    cases = markdown_table(["command", "fault", "exit", "the one line", "left on disk"],
+                           [[f"`{r['command']}`", r["fault"], str(r["exit"]), f"`{r['line']}`",
+                             ", ".join(f"`{x}`" for x in r["left"])] for r in rows],
+                           [False, False, True, False, False])
+    return [*grid, "", "<details><summary>Each case: the line and what was left</summary>", "", *cases, "",
+            "</details>"]
+
+
 BLOCKS: dict[str, Callable[[str | None], list[str]]] = {
     "adapt-grid": adapt_grid, "adapt-set": adapt_set, "methods-minilm": methods_minilm, "grad-cache": grad_cache,
+    "fault-matrix": fault_matrix,
 }
 
 

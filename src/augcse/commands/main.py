@@ -147,7 +147,8 @@ RERUN = {
     "augment": "run the same command again: the finished shards are kept and the cache is completed",
     "study": "run the same command again: finished runs are kept and the interrupted one continues",
     "reproduce": "run the same command again: finished runs are kept and the interrupted one continues",
-    "download": "run the same command again: finished files are kept and checked",
+    "eval": "nothing was written (--save-to replaces eval.json at the end): run the same command again",
+    "encode": "nothing was written (--out is renamed into place at the end): run the same command again",
 }
 
 
@@ -159,7 +160,7 @@ def describe(exc: BaseException, args: argparse.Namespace, working: bool) -> tup
     """
     prefix = f"augcse {args.command}"
     if isinstance(exc, KeyboardInterrupt):
-        return f"{prefix}: interrupted; {RERUN.get(args.command, 'nothing was written: run the same command again')}", \
+        return f"{prefix}: interrupted; {RERUN.get(args.command, 'run the same command again')}", \
             INTERRUPTED
     from augcse.assets.resolve import AssetError
 

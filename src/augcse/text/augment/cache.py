@@ -212,15 +212,17 @@ def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: s
     jobs = [(str(out), i, sentences[i * shard_size:(i + 1) * shard_size], names, params, seed) for i in todo]
     bar = tqdm(total=n_shards, initial=n_shards - len(todo), desc="augment shards", unit="shard",
                disable=not progress)
-    if n_process <= 1 or len(jobs) <= 1:
-        for job in jobs:
-            _build_shard(*job)
-            bar.update()
-    else:
-        with ProcessPoolExecutor(max_workers=n_process) as pool:
-            for _ in pool.map(_build_shard, *zip(*jobs)):
+    try:
+        if n_process <= 1 or len(jobs) <= 1:
+            for job in jobs:
+                _build_shard(*job)
                 bar.update()
-    bar.close()
+        else:
+            with ProcessPoolExecutor(max_workers=n_process) as pool:
+                for _ in pool.map(_build_shard, *zip(*jobs)):
+                    bar.update()
+    finally:
+        bar.close()  # also when a shard fails or Ctrl-C comes: the error is then a line of its own
     stats = _merge_stats(out, names, n_shards)
     if not allow_errors:
         _check_errors(stats)
