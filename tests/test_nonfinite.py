@@ -181,3 +181,24 @@ def test_a_diverging_rate_is_recovered_by_the_command_the_message_prints(tmp_pat
     assert follow.returncode == 0, follow.stderr[-3000:]
     run_dir = tmp_path / "runs" / "run"
     assert finite(run_dir / "final") and json.loads((run_dir / "summary.json").read_text())["global_step"] == STEPS
+
+
+def test_a_loss_and_gradient_of_exactly_zero_for_ten_steps_is_reported_once(caplog):
+    """Training nothing is said: ten steps of loss 0 and gradient 0 in a row give one warning naming them; a
+    non-zero step in between starts the count again, and a tiny but non-zero loss is learning."""
+    from types import SimpleNamespace
+
+    from augcse.training.callbacks import NothingLearned
+
+    def feed(callback, steps_and_losses):
+        for step, loss in steps_and_losses:
+            callback.on_log(None, SimpleNamespace(global_step=step), None,
+                            logs={"loss": loss, "grad_norm": 0.0 if loss == 0.0 else 1.0})
+
+    callback = NothingLearned(steps=10)
+    with caplog.at_level("WARNING", logger="augcse.training.callbacks"):
+        feed(callback, [(2, 0.0), (4, 0.0), (6, 1e-9), (8, 0.0), (10, 0.0), (12, 0.0), (14, 0.0)])
+        assert not caplog.records  # steps 7-14 are eight zero steps
+        feed(callback, [(16, 0.0), (18, 0.0), (20, 0.0)])
+    (record,) = caplog.records
+    assert record.getMessage().startswith("steps 7-16: the loss and its gradient are exactly 0")

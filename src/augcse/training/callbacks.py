@@ -74,6 +74,32 @@ class JsonlLogger(TrainerCallback):
             handle.write(json.dumps(record) + "\n")
 
 
+class NothingLearned(TrainerCallback):
+    """One warning when the loss and its gradient norm have been exactly 0 for ``steps`` steps in a row: a run
+    that trains nothing (a batch with nothing to contrast, every term weighted 0) would otherwise end quietly.
+
+    Reads the trainer's log events after :class:`JsonlLogger` has put the exact loss in them.
+    """
+
+    def __init__(self, steps: int = 10) -> None:
+        self.steps = steps
+        self.last_step = 0  # the step of the previous log event
+        self.first_zero: int | None = None
+        self.warned = False
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "loss" not in logs:
+            return
+        zero = logs["loss"] == 0.0 and logs.get("grad_norm", 0.0) == 0.0
+        self.first_zero = (self.first_zero or self.last_step + 1) if zero else None
+        self.last_step = state.global_step
+        if zero and not self.warned and state.global_step - self.first_zero + 1 >= self.steps:
+            self.warned = True
+            logger.warning("steps %d-%d: the loss and its gradient are exactly 0, so nothing is being learned; "
+                           "check that each batch has something to contrast (its size, the views' columns) and "
+                           "that the loss's terms are not all weighted 0", self.first_zero, state.global_step)
+
+
 def truncate_log(path: Path, step: int) -> None:
     """Keep the log records up to ``step``: a resumed run replays the steps after its checkpoint."""
     if not path.is_file():

@@ -434,7 +434,9 @@ def build_trainer(recipe: Recipe, setup: Setup, extra_callbacks: list):
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
     from transformers.integrations import get_reporting_integration_callbacks
 
-    from augcse.training.callbacks import DrawEpoch, JsonlLogger, LossStateCheckpoint, SyncLossGradients
+    from augcse.training.callbacks import (
+        DrawEpoch, JsonlLogger, LossStateCheckpoint, NothingLearned, SyncLossGradients,
+    )
     from augcse.training.trainer import Trainer
 
     loss, args = setup.loss, setup.args
@@ -443,7 +445,8 @@ def build_trainer(recipe: Recipe, setup: Setup, extra_callbacks: list):
     trainer = Trainer(
         model=setup.model, args=args, train_dataset=setup.train_dataset, loss=loss, evaluator=setup.evaluator,
         data_collator=collator,
-        callbacks=[JsonlLogger(recipe.run_dir / "log.jsonl", loss), LossStateCheckpoint(loss, recipe.to_dict()), DrawEpoch(),
+        callbacks=[JsonlLogger(recipe.run_dir / "log.jsonl", loss), NothingLearned(), LossStateCheckpoint(loss, recipe.to_dict()),
+                   DrawEpoch(),
                    SyncLossGradients(loss), *extra_callbacks],
     )
     for integration in get_reporting_integration_callbacks(args.report_to):
