@@ -99,3 +99,18 @@ def test_reading_holds_no_list_of_the_lines(tmp_path):
             tracemalloc.stop()
         assert stats.kept == len(dataset) >= 150_000
         assert peak < bound, f"{options}: peak traced memory {peak / 1e6:.1f} MB for {size / 1e6:.1f} MB of text"
+
+
+def test_a_parquet_corpus_is_read_a_batch_at_a_time(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [f"parquet sentence {i}" if i % 10 else None for i in range(100)]
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"text": texts, "n": list(range(100))}), path, row_group_size=16)
+    monkeypatch.setattr(pq.ParquetFile, "read", lambda *a, **k: pytest.fail("the whole file was read"))
+    monkeypatch.setattr(pq, "read_table", lambda *a, **k: pytest.fail("the whole file was read"))
+    got, stats = read_corpus(path)
+    assert got == [t for t in texts if t] and dict(stats.skipped) == {"missing": 10}
+    with pytest.raises(ValueError, match=r"has no column 'body' \(columns: \['text', 'n'\]\)"):
+        read_corpus(path, column="body")

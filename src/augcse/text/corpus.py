@@ -13,6 +13,7 @@ import gzip
 import io
 import json
 import logging
+import os
 import random
 import shutil
 import tempfile
@@ -172,10 +173,16 @@ def _scratch_folder(cache_dir: str | Path | None) -> Path:
             if cache_dir is not None:
                 raise
             continue
-        atexit.register(shutil.rmtree, folder, True)
+        atexit.register(_remove, folder, os.getpid())
         return folder
     raise OSError(f"no folder to write the corpus to: {datasets.config.HF_DATASETS_CACHE} and "
                   f"{tempfile.gettempdir()} cannot be written; set HF_DATASETS_CACHE")
+
+
+def _remove(folder: Path, owner: int) -> None:
+    """At exit, the folder of a read made by this process (a forked child exiting leaves its parent's)."""
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _write_kept(lines: Iterator[str | None], stats: CorpusStats, out: Path, dedupe: bool, min_words: int,
