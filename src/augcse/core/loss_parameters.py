@@ -85,6 +85,23 @@ class ESimCSEParameters(ContrastiveParameters):
     queue_view: Literal["anchor", "positive"] = "anchor"
 
 
+class PromptBERTParameters(SimCSEParameters):
+    # the authors' run.sh: --mlp_only_train (SimCSE's MLP on the [MASK] state, training only)
+    head: HeadName | None = "mlp"
+    # template denoising in training (--mask_embedding_sentence_delta): each embedding less its template's own
+    denoise: bool = True
+    # the positive (and any hard negative) through the pooler's second template (--..._different_template)
+    different_template: bool = True
+
+    @model_validator(mode="after")
+    def _denoise_in_one_pass(self) -> PromptBERTParameters:
+        if self.denoise and self.mini_batch_size is not None:
+            raise FieldsError(("denoise", "mini_batch_size"),
+                              "template denoising embeds the templates inside the loss; it does not combine with "
+                              "gradient caching (set mini_batch_size: null or denoise: false)")
+        return self
+
+
 class AugCSEParameters(ContrastiveParameters):
     augmentations: PositiveInt | str | list[str] | None = None
     variant: Literal["augcse", "bool", "positive", "none", "negative"] = "augcse"
@@ -128,7 +145,7 @@ class CompositeParameters(Section):
 
 
 # the losses whose every row needs other rows of its batch as negatives: a batch of one trains nothing
-IN_BATCH_NEGATIVES = frozenset({"simcse", "augcse", "sda", "vascl", "cards", "esimcse", "ct"})
+IN_BATCH_NEGATIVES = frozenset({"simcse", "augcse", "sda", "vascl", "cards", "esimcse", "promptbert", "ct"})
 
 
 def needs_in_batch_negatives(name: str, params: Mapping[str, Any]) -> bool:
@@ -148,6 +165,7 @@ LOSS_PARAMETERS: dict[str, type[Section] | None] = {
     "vascl": VaSCLParameters,
     "cards": CARDSParameters,
     "esimcse": ESimCSEParameters,
+    "promptbert": PromptBERTParameters,
     "composite": CompositeParameters,
     "tsdae": None,
     "ct": None,

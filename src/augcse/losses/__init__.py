@@ -18,6 +18,7 @@ from augcse.losses.composite import CompositeLoss
 from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
 from augcse.losses.peers import CTLoss, TSDAELoss
+from augcse.losses.promptbert import PromptBERTLoss
 from augcse.losses.registry import TERMS
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
@@ -92,7 +93,7 @@ def bind_dataset(loss: RoleLoss, dataset) -> None:
 
 
 __all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CompositeLoss", "Contract", "ContrastiveLoss",
-           "ESimCSELoss",
+           "ESimCSELoss", "PromptBERTLoss",
            "KeyBlock", "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "TSDAELoss", "VaSCLLoss",
            "bind_dataset",
            "contrast", "info_nce", "symmetric_info_nce", "validate_loss"]

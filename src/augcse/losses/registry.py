@@ -12,6 +12,7 @@ from augcse.losses.base import RoleLoss
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.peers import PEERS
+from augcse.losses.promptbert import PromptBERTLoss
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
 from augcse.losses.vascl import VaSCLLoss
@@ -23,5 +24,6 @@ TERMS: dict[str, Callable[..., RoleLoss]] = {
     "vascl": VaSCLLoss,
     "cards": CARDSLoss,
     "esimcse": ESimCSELoss,
+    "promptbert": PromptBERTLoss,
     **PEERS,  # sentence-transformers' TSDAE and CT
 }

@@ -42,7 +42,7 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
     check_readable(folder)
     try:
         if pooler is None:
-            return SentenceTransformer(location)
+            return SentenceTransformer(location, trust_remote_code=own_modules_only(folder))
         from augcse.models.poolers import build_sentence_transformer
 
         return build_sentence_transformer(location, pooler, max_seq_length=None)
@@ -51,6 +51,24 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
         if damaged is None:
             raise
         raise damaged from None
+
+
+def own_modules_only(folder: Path) -> bool:
+    """Whether every module of a model folder outside sentence-transformers is augcse's own (the prompt pooler):
+    those classes are imported from the installed package, never from the folder, so they need no trust in
+    the folder's code (sentence-transformers ≥ 6 asks for ``trust_remote_code`` for any other package). A folder
+    holding any Python file is never trusted, since the flag would let its config's ``auto_map`` run it."""
+    import json
+
+    try:
+        entries = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        kinds = [str(e.get("type", "")) for e in entries]
+    except (OSError, ValueError, AttributeError):
+        return False
+    custom = [k for k in kinds if not k.startswith("sentence_transformers.")]
+    if any(folder.rglob("*.py")):
+        return False
+    return bool(custom) and all(k.startswith("augcse.models.") and k.count(".") >= 3 for k in custom)
 
 
 # the endings of the weights files a model folder may hold (any of them is read by some loader)
