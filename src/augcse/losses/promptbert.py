@@ -40,12 +40,17 @@ class PromptBERTLoss(SimCSELoss):
             length, as the authors' ``get_delta``) in training; skipped when the pooler already denoises.
         different_template: embed the positive and hard negatives through the second template (off: the
             first template twice, two dropout masks).
-        temperature, head, symmetric, hard_negative_weight, gather_across_devices, mini_batch_size:
-            :class:`~augcse.losses.SimCSELoss`'s (``mini_batch_size`` only without ``denoise``).
+        temperature: τ (0.05, the authors' ``--temp``).
+        head: train-only head after the subtraction (``mlp``: the authors' ``--mlp_only_train``).
+        symmetric: as :class:`~augcse.losses.SimCSELoss`.
+        hard_negative_weight: as :class:`~augcse.losses.SimCSELoss`.
+        gather_across_devices: as :class:`~augcse.losses.SimCSELoss`.
+        mini_batch_size: gradient caching, only with ``denoise: false``.
 
     References:
-        - Jiang, Jiao, Wu, Zhang, Huang, Wang, Deng, Zhang. PromptBERT: Improving BERT Sentence Embeddings
-          with Prompts. EMNLP 2022 (arXiv:2201.04337), §5 (prompt, template denoising), §6 (different templates).
+        - Jiang, Jiao, Huang, Zhang, Wang, Zhuang, Wei, Huang, Deng, Zhang. PromptBERT: Improving BERT Sentence
+          Embeddings with Prompts. EMNLP 2022 (arXiv:2201.04337); the authors' code kongds/Prompt-BERT
+          (``run.sh`` unsup-bert/unsup-roberta, ``prompt_bert/models.py`` ``cl_forward``, ``train.py``).
 
     Inputs:
         +-------------------------------------+--------+
