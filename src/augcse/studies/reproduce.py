@@ -141,7 +141,9 @@ def resolved(row: Row, recipe: Recipe | None = None) -> dict[str, Any]:
     built-in recipe plus the row's overrides) and the pooler each suite is evaluated through; for an
     evaluation row, ``evaluate.model`` and ``evaluate.pooler``."""
     if not row.trained:
-        return {"evaluate": {"model": row.evaluate.model, "pooler": row.evaluate.pooler}}
+        whiten = row.evaluate.whiten
+        return {"evaluate": {"model": row.evaluate.model, "pooler": row.evaluate.pooler,
+                             **({"whiten": {"corpus": whiten.corpus, "dim": whiten.dim}} if whiten else {})}}
     from augcse.training.run import effective_training
 
     recipe = recipe or load_recipe(None, row.recipe, [*row.overrides, *PLAN_OVERRIDES])

@@ -32,6 +32,20 @@ class Evaluate:
     model: str
     pooler: str | None
     url: str | None = None  # where a checkpoint that is not on the Hub is published (a download to unzip)
+    whiten: Whiten | None = None  # BERT-whitening fitted on a corpus before evaluation (no training)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.whiten, dict):
+            object.__setattr__(self, "whiten", Whiten(**self.whiten))
+
+
+@dataclass(frozen=True)
+class Whiten:
+    """BERT-whitening (:mod:`augcse.models.whitening`) fitted on ``corpus`` (data-directory relative or a file),
+    keeping ``dim`` directions (None: all)."""
+
+    corpus: str
+    dim: int | None = None
 
 
 @dataclass(frozen=True)
@@ -223,6 +237,10 @@ def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
             model = run.recipe.model.backbone
         else:
             model = run.model
+        whiten = run.row.evaluate.whiten if run.row.evaluate is not None else None
+        if whiten and not Path(whiten.corpus).expanduser().is_file() and not has_data(whiten.corpus, data_dir):
+            found.setdefault(whiten.corpus, f"row {where}: whitening corpus {whiten.corpus} is not in the data "
+                                            f"directory ({shown}); give the file")
         if run.row.evaluate is not None and run.row.evaluate.url and not Path(model).expanduser().is_dir():
             found.setdefault(model, f"row {where}: {model} is published as a download, not on the Hub: unzip "
                                     f"{run.row.evaluate.url} and pass --checkpoint {model}=FOLDER")
@@ -306,13 +324,21 @@ def _train(run: Run, data_dir: str | None, nproc: int) -> bool:
 
 
 def evaluate_model(model: str, pooler: str | None, tasks: str, data_dir: str | None,
-                   all_metrics: bool = False) -> dict[str, float]:
+                   all_metrics: bool = False, whiten: Whiten | None = None) -> dict[str, float]:
     """Headline scores (and suite averages) of ``model``, rebuilt as its encoder with ``pooler`` unless
-    None; ``all_metrics`` adds every other metric as ``task/metric`` (not timings or selection scores)."""
+    None and whitened on ``whiten``'s corpus when given; ``all_metrics`` adds every other metric as
+    ``task/metric`` (not timings or selection scores)."""
     from augcse.models.load import load_model
     from augcse.evaluation.suite import main_scores, run_tasks
 
-    results = run_tasks(load_model(model, pooler=pooler), tasks, data_dir, batch_size=64)
+    encoder = load_model(model, pooler=pooler)
+    if whiten is not None:
+        from augcse.assets.resolve import resolve_data
+        from augcse.models.whitening import corpus_sentences, whiten_model
+
+        path = whiten.corpus if Path(whiten.corpus).expanduser().is_file() else resolve_data(whiten.corpus, data_dir)
+        encoder = whiten_model(encoder, corpus_sentences(path), whiten.dim)
+    results = run_tasks(encoder, tasks, data_dir, batch_size=64)
     scores = main_scores(results)
     if all_metrics:
         scores.update({f"{task}/{metric}": float(value) for task, values in results.items()
@@ -331,11 +357,14 @@ def _evaluate_model(run: Run, data_dir: str | None) -> None:
     pooler = run.row.evaluate.pooler
     tasks = run.tasks or run.row.tasks_spec()
     apart = run.row.tasks_of(run.row.all_metrics) if run.row.all_metrics and run.tasks is None else ""
-    scores = evaluate_model(run.model, pooler, tasks, data_dir) if tasks else {}
+    whiten = run.row.evaluate.whiten
+    fitted = {"whiten": whiten} if whiten else {}
+    scores = evaluate_model(run.model, pooler, tasks, data_dir, **fitted) if tasks else {}
     if apart:
-        scores.update(evaluate_model(run.model, pooler, apart, data_dir, all_metrics=True))
+        scores.update(evaluate_model(run.model, pooler, apart, data_dir, all_metrics=True, **fitted))
     write_scores(run.run_dir / "eval.json", scores)
-    summary = {"name": run.row.name, "model": run.model, "pooler": pooler, "trained": False}
+    summary = {"name": run.row.name, "model": run.model, "pooler": pooler, "trained": False,
+               **({"whiten": {"corpus": whiten.corpus, "dim": whiten.dim}} if whiten else {})}
     (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
 

@@ -16,7 +16,7 @@ from typing import Any, TYPE_CHECKING
 
 from augcse.core.names import suggest
 from augcse.core.schema import RecipeError, signature_model, validate
-from augcse.text.views import augcse, cards, esimcse, generic, sda, tsdae  # noqa: F401  (each module registers its views)
+from augcse.text.views import augcse, cards, esimcse, generic, random_insertion, sda, tsdae  # noqa: F401  (each module registers its views)
 from augcse.text.views.augcse import augcse_sample_view
 from augcse.text.views.base import ANCHOR, LABEL, REMOVED, VIEWS, View, ViewContext, register_view
 from augcse.text.views.cards import cards_view
