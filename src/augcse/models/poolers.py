@@ -37,6 +37,7 @@ class Pooler:
     layers: tuple[int, ...] | None = None  # hidden_states indices to average; None: last layer only
     mode: str = "mean"
     default_head: str = "none"
+    prompt: bool = False  # PromptBERT: the [MASK] state of a template (augcse.models.prompt), not a pooling
 
     def build(self, dim: int, num_layers: int) -> list[nn.Module]:
         if self.layers is None:
@@ -56,6 +57,7 @@ POOLERS: dict[str, Pooler] = {
     "avg_first_last": Pooler(layers=(1, -1)),
     "avg_emb_last": Pooler(layers=(0, -1)),
     "avg_top2": Pooler(layers=(-2, -1)),
+    "prompt": Pooler(mode="prompt", default_head="mlp", prompt=True),
 }
 
 
@@ -114,6 +116,10 @@ def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_lengt
     if pooler not in POOLERS:
         raise ValueError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
     spec = POOLERS[pooler]
+    if spec.prompt:  # the template's module replaces the encoder's: it tokenizes the sentence into the template
+        from augcse.models.prompt import prompt_model
+
+        return prompt_model(backbone, max_seq_length=max_seq_length, keep_after_pooling=keep_after_pooling)
     if max_seq_length is None:
         max_seq_length = published_max_seq_length(backbone)
     config_kwargs = {"output_hidden_states": True} if spec.layers is not None else None

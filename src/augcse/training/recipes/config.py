@@ -30,7 +30,7 @@ from augcse.core.textfile import read_text
 RECIPE_DIR = Path(__file__).parent
 DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
 # the names of augcse.models.poolers.POOLERS, here so that a recipe is checked without loading torch
-PoolerName = Literal["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_emb_last", "avg_top2"]
+PoolerName = Literal["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_emb_last", "avg_top2", "prompt"]
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 __all__ = ["DEFAULT_CORPUS", "RECIPE_DIR", "DataConfig", "EvalConfig", "LossConfig", "ModelConfig", "Recipe",
