@@ -26,9 +26,14 @@ import json
 import logging
 import os
 import shutil
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from itertools import islice
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, Union
+
+if TYPE_CHECKING:  # annotations only: importing the cache module loads no datasets
+    from datasets import Dataset
 
 from augcse.assets.resolve import AssetError, wordnet
 from augcse.text.augment.base import AugmentationError, get, resolve_names
@@ -58,14 +63,51 @@ class CacheConflict(ValueError):
         self.out, self.key = out, key
 
 
-def cache_key(sentences: Sequence[str], names: Sequence[str], params: dict[str, dict[str, Any]],
-              seed: int) -> str:
-    """SHA-256 over the corpus content, the augmentation names and parameters, the seed and the format."""
-    corpus = hashlib.sha256()
-    for s in sentences:
-        corpus.update(s.encode("utf-8"))
-        corpus.update(b"\n")
-    spec = json.dumps({"corpus": corpus.hexdigest(), "n": len(sentences), "names": list(names),
+HASH_BATCH = 1000  # sentences read and hashed at a time: a corpus is never held whole in memory
+Texts = Union[Sequence[str], "Dataset", Iterable[str]]  # a list, a Dataset (its text/anchor column), a stream
+
+
+def text_column(dataset: "Dataset") -> str:
+    """The column of a view's dataset (``anchor``) or of a corpus (``text``) that holds the sentences."""
+    names = dataset.column_names
+    for name in ("anchor", "text"):  # the order of views.base.texts_of
+        if name in names:
+            return name
+    if len(names) == 1:
+        return names[0]
+    raise ValueError(f"no text column among {names}: name it 'text' or 'anchor'")
+
+
+def text_batches(sentences: Texts, size: int = HASH_BATCH, start: int = 0, stop: int | None = None) -> Iterator[list[str]]:
+    """The sentences ``[start:stop]`` as lists of at most ``size``; a Dataset is read a slice at a time (Arrow)."""
+    from datasets import Dataset
+
+    if isinstance(sentences, Dataset):
+        column = text_column(sentences)
+        stop = len(sentences) if stop is None else min(stop, len(sentences))
+        for i in range(start, stop, size):
+            yield sentences[i:min(i + size, stop)][column]
+    elif isinstance(sentences, Sequence):
+        stop = len(sentences) if stop is None else min(stop, len(sentences))
+        for i in range(start, stop, size):
+            yield list(sentences[i:min(i + size, stop)])
+    else:
+        stream = islice(iter(sentences), start, stop)
+        while batch := list(islice(stream, size)):
+            yield batch
+
+
+def cache_key(sentences: Texts, names: Sequence[str], params: dict[str, dict[str, Any]], seed: int) -> str:
+    """SHA-256 over the corpus content, the augmentation names and parameters, the seed and the format.
+
+    The texts are streamed into the hash a batch at a time (the bytes hashed are those of every sentence
+    followed by a newline, as when the key hashed a list one sentence at a time, so existing keys stay).
+    """
+    corpus, n = hashlib.sha256(), 0
+    for batch in text_batches(sentences):
+        corpus.update("\n".join(batch).encode("utf-8") + b"\n")
+        n += len(batch)
+    spec = json.dumps({"corpus": corpus.hexdigest(), "n": n, "names": list(names),
                        "params": {n: params.get(n, {}) for n in names}, "seed": seed,
                        "format": FORMAT_VERSION}, sort_keys=True, default=str)
     return hashlib.sha256(spec.encode()).hexdigest()
@@ -162,7 +204,7 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: str | os.PathLike, seed: int = 0,
+def build_cache(sentences: Texts, names: Sequence[str] | str, out_dir: str | os.PathLike, seed: int = 0,
                 shard_size: int = 5000, n_process: int = 1, params: dict[str, dict[str, Any]] | None = None,
                 overwrite: bool = False, progress: bool = True, allow_errors: bool = False) -> "Dataset":  # noqa: F821
     """Augment ``sentences`` with every augmentation in ``names`` into ``out_dir`` and return the dataset.
@@ -171,11 +213,15 @@ def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: s
     resources found differ from those it was built with); another key there is an error unless ``overwrite``.
     Shards are built by ``n_process`` worker processes. A missing resource or an augmentation raising on
     more than :data:`MAX_ERROR_RATE` of the sentences stops the build unless ``allow_errors``.
+    A Dataset (or list) is read one shard's slice at a time, so the corpus need not fit in memory; only a
+    stream without a length (a generator) is first made a list.
     """
+    from datasets import Dataset
     from tqdm.auto import tqdm
 
-    sentences = list(sentences)
-    if not sentences:
+    if not isinstance(sentences, (Dataset, Sequence)):
+        sentences = list(sentences)
+    if not len(sentences):
         raise ValueError("no sentences to augment: the corpus is empty")
     names = resolve_names(names)
     params = {n: dict(p) for n, p in (params or {}).items() if n in names}
@@ -209,18 +255,18 @@ def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: s
     for stale in (out / "shards").glob(".tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     todo = [i for i in range(n_shards) if not (out / "shards" / f"{i:05d}").is_dir()]
-    jobs = [(str(out), i, sentences[i * shard_size:(i + 1) * shard_size], names, params, seed) for i in todo]
+    # each shard's sentences are sliced when its job starts: only the shards in flight are in memory
+    jobs = ((str(out), i, next(text_batches(sentences, shard_size, i * shard_size, (i + 1) * shard_size)),
+             names, params, seed) for i in todo)
     bar = tqdm(total=n_shards, initial=n_shards - len(todo), desc="augment shards", unit="shard",
                disable=not progress)
     try:
-        if n_process <= 1 or len(jobs) <= 1:
+        if n_process <= 1 or len(todo) <= 1:
             for job in jobs:
                 _build_shard(*job)
                 bar.update()
         else:
-            with ProcessPoolExecutor(max_workers=n_process) as pool:
-                for _ in pool.map(_build_shard, *zip(*jobs)):
-                    bar.update()
+            _run_bounded(jobs, n_process, bar.update)
     finally:
         bar.close()  # also when a shard fails or Ctrl-C comes: the error is then a line of its own
     stats = _merge_stats(out, names, n_shards)
@@ -230,6 +276,25 @@ def build_cache(sentences: Sequence[str], names: Sequence[str] | str, out_dir: s
     manifest["complete"] = True
     _write_json(out / "manifest.json", manifest)
     return load_cache(out)
+
+
+def _run_bounded(jobs: Iterator[tuple], n_process: int, done: Any) -> None:
+    """Run ``_build_shard`` over ``jobs`` in ``n_process`` processes with at most two jobs a process queued.
+
+    ``Executor.map`` would submit (and so slice and pickle) every shard at once: the whole corpus in memory.
+    """
+    with ProcessPoolExecutor(max_workers=n_process) as pool:
+        running: set[Future] = set()
+        for job in jobs:
+            if len(running) >= 2 * n_process:
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    future.result()
+                    done()
+            running.add(pool.submit(_build_shard, *job))
+        for future in running:
+            future.result()
+            done()
 
 
 def _merge_stats(out: Path, names: list[str], n_shards: int) -> dict[str, Any]:
@@ -282,4 +347,4 @@ def format_stats(stats: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["AugmentationError", "AugmentationFailed", "CacheConflict", "build_cache", "cache_key", "edit_size", "format_stats", "load_cache", "load_stats"]
+__all__ = ["AugmentationError", "AugmentationFailed", "CacheConflict", "build_cache", "cache_key", "edit_size", "text_batches", "text_column", "format_stats", "load_cache", "load_stats"]

@@ -8,7 +8,8 @@ from typing import Any, TYPE_CHECKING
 
 from augcse.text.augment import resolve_names
 from augcse.core.schema import NonNegativeInt, PositiveInt
-from augcse.text.views.base import LABEL, ViewContext, as_anchor, cached_augmentations, register_view, texts_of
+from augcse.text.views.base import (ANCHOR, LABEL, MAP_BATCH, RowDraws, ViewContext, as_anchor, cached_augmentations,
+                                    register_view, view_fingerprint)
 
 if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
     from datasets import Dataset
@@ -40,28 +41,37 @@ def augcse_sample_view(dataset: Dataset, context: ViewContext, augmentations: st
     ``drop_unchanged`` removes those rows (the paper's single-augmentation positive/negative studies);
     ``label_column: null`` leaves the label out (variants without a discriminator).
     """
-    import numpy as np
-
     names = augmentation_names(augmentations)
     seed = context.seed if seed is None else seed
     dataset = as_anchor(dataset)
-    sentences = texts_of(dataset)
-    cache = cached_augmentations(sentences, names, context, seed, params, n_process)
-    choice = np.random.default_rng(seed).integers(0, len(names), size=len(sentences))
-    columns = {name: cache[name] for name in names}
-    changed = {name: cache[f"{name}__changed"] for name in names}
-    texts, labels = [], []
-    for row, index in enumerate(choice):
-        name = names[index]
-        text = columns[name][row] or ""
-        ok = bool(changed[name][row]) and bool(text.strip())
-        texts.append(text if ok else sentences[row])
-        labels.append(int(index) if ok else len(names))
-    unchanged = sum(label == len(names) for label in labels)
-    logger.info("augcse_sample: %d/%d sentences unchanged by their drawn augmentation", unchanged, len(labels))
-    dataset = dataset.add_column(column, texts)
-    if label_column:
-        dataset = dataset.add_column(label_column, labels)
+    cache = cached_augmentations(dataset, names, context, seed, params, n_process)
+    cache = cache.select_columns([c for name in names for c in (name, f"{name}__changed")])
+    draws = RowDraws(seed, len(dataset), len(names))
+    unchanged = len(names)  # the label of a sentence its drawn augmentation left as it was
+    label = label_column or "__augcse_unchanged"  # kept only until drop_unchanged has read it
+    count = {"unchanged": 0}
+
+    def columns(sentences: list[str], indices: list[int]) -> dict[str, list]:
+        part = cache[indices[0]:indices[-1] + 1]  # the rows of this batch, read from the memory-mapped cache
+        texts, labels = [], []
+        for row, (sentence, index) in enumerate(zip(sentences, draws.take(len(sentences))[0])):
+            name = names[index]
+            text = part[name][row] or ""
+            ok = bool(part[f"{name}__changed"][row]) and bool(text.strip())
+            texts.append(text if ok else sentence)
+            labels.append(int(index) if ok else unchanged)
+        count["unchanged"] += labels.count(unchanged)
+        return {column: texts, **({label: labels} if label_column or drop_unchanged else {})}
+
+    total = len(dataset)
+    dataset = dataset.map(columns, batched=True, batch_size=MAP_BATCH, with_indices=True, input_columns=[ANCHOR],
+                          load_from_cache_file=False,  # the count below comes from running it
+                          new_fingerprint=view_fingerprint(dataset, "augcse_sample", names=names, params=params,
+                                                           seed=seed, columns=[column, label_column, drop_unchanged]))
+    logger.info("augcse_sample: %d/%d sentences unchanged by their drawn augmentation", count["unchanged"], total)
     if drop_unchanged:
-        dataset = dataset.select([i for i, label in enumerate(labels) if label != len(names)])
+        dataset = dataset.filter(lambda labels: [x != unchanged for x in labels], batched=True, batch_size=MAP_BATCH,
+                                 input_columns=[label])
+        if not label_column:
+            dataset = dataset.remove_columns(label)
     return dataset

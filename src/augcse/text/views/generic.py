@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, TYPE_CHECKING
 
 from augcse.core.schema import PositiveInt
-from augcse.text.views.base import ANCHOR, REMOVED, ViewContext, as_anchor, register_view
+from augcse.text.views.base import ANCHOR, MAP_BATCH, REMOVED, ViewContext, as_anchor, register_view, view_fingerprint
 
 if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
     from datasets import Dataset
@@ -20,9 +20,17 @@ def anchor_view(dataset: Dataset, context: ViewContext) -> Dataset:
 
 @register_view("dropout_copy", outputs=lambda p: {"positive": None})
 def dropout_copy_view(dataset: Dataset, context: ViewContext) -> Dataset:
-    """An explicit ``positive`` column equal to the anchor (the second dropout view as its own column)."""
+    """An explicit ``positive`` column equal to the anchor (the second dropout view as its own column).
+
+    Copied a batch at a time, so a memory-mapped corpus is never read whole into Python.
+    """
     dataset = as_anchor(dataset)
-    return dataset.add_column("positive", dataset[ANCHOR])
+    return dataset.map(_copy, batched=True, batch_size=MAP_BATCH, input_columns=[ANCHOR],
+                       new_fingerprint=view_fingerprint(dataset, "dropout_copy"))
+
+
+def _copy(texts: list[str]) -> dict[str, list[str]]:
+    return {"positive": texts}
 
 
 def _columns_outputs(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any, Literal, TYPE_CHECKING
 
 from augcse.core.schema import NonNegativeInt, PositiveInt, Probability
-from augcse.text.views.base import ViewContext, as_anchor, cached_augmentations, register_view, texts_of
+from augcse.text.views.base import (ANCHOR, MAP_BATCH, RowDraws, ViewContext, as_anchor, cached_augmentations, register_view,
+                                    view_fingerprint)
 
 if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
     from datasets import Dataset
@@ -44,31 +45,41 @@ def sda_view(dataset: Dataset, context: ViewContext, positive: Positive | None =
     paper's negation-only row); ``negation: false`` writes no negation. ``variant`` picks the rules of the
     paper's Algorithms 1–3 (``paper``) or of the authors' code (``code``), see docs/AUGMENTATIONS.md.
     """
-    import numpy as np
-
     _outputs(locals())
     seed = context.seed if seed is None else seed
     dataset = as_anchor(dataset)
-    sentences = texts_of(dataset)
     rules = POSITIVES[positive] if positive else ()
     names = [*rules, *(["Negation"] if negation else [])]
     params = {name: {"variant": variant} for name in names} if variant != "code" else None  # code: the rules' default
-    cache = cached_augmentations(sentences, names, context, seed, params=params, n_process=n_process)
-    rng = np.random.default_rng(seed)
+    cache = cached_augmentations(dataset, names, context, seed, params=params, n_process=n_process)
+    cache = cache.select_columns([*(c for r in rules for c in (r, f"{r}__changed")), *(["Negation__changed", "Negation"] if negation else [])])
+    draws = RowDraws(seed, len(dataset), len(rules), uniform=True) if rules else None
+    counts = {"paired": 0, "same": 0}
+
+    def columns(sentences: list[str], indices: list[int]) -> dict[str, list]:
+        part = cache[indices[0]:indices[-1] + 1]  # the rows of this batch, read from the memory-mapped cache
+        out: dict[str, list] = {}
+        if draws is not None:
+            choice, uniform = draws.take(len(sentences))
+            positives = []
+            for row, (sentence, index, u) in enumerate(zip(sentences, choice, uniform)):
+                rule = rules[index]
+                text = part[rule][row]
+                positives.append(text if u < proportion and part[f"{rule}__changed"][row] and text.strip() else sentence)
+            counts["paired"] += sum(p != s for p, s in zip(positives, sentences))
+            out[positive_column] = positives
+        if negation:
+            counts["same"] += sum(not c for c in part["Negation__changed"])
+            out[negation_column] = part["Negation"]
+        return out
+
+    dataset = dataset.map(columns, batched=True, batch_size=MAP_BATCH, with_indices=True, input_columns=[ANCHOR],
+                          load_from_cache_file=False,  # the counts below come from running it
+                          new_fingerprint=view_fingerprint(dataset, "sda", positive=positive, negation=negation,
+                                                           proportion=proportion, variant=variant, seed=seed,
+                                                           columns=[positive_column, negation_column]))
     if rules:
-        choice = rng.integers(0, len(rules), size=len(sentences))
-        augmented = rng.random(len(sentences)) < proportion
-        columns = {r: (cache[r], cache[f"{r}__changed"]) for r in rules}
-        positives = []
-        for row, (index, use) in enumerate(zip(choice, augmented)):
-            texts, changed = columns[rules[index]]
-            positives.append(texts[row] if use and changed[row] and texts[row].strip() else sentences[row])
-        paired = sum(p != s for p, s in zip(positives, sentences))
-        logger.info("sda: %d/%d sentences get a rewritten positive (%s)", paired, len(sentences), positive)
-        dataset = dataset.add_column(positive_column, positives)
-    if negation:
-        same = sum(not c for c in cache["Negation__changed"])
-        if same:
-            logger.warning("sda: %d sentences have a negation equal to themselves", same)
-        dataset = dataset.add_column(negation_column, list(cache["Negation"]))
+        logger.info("sda: %d/%d sentences get a rewritten positive (%s)", counts["paired"], len(dataset), positive)
+    if counts["same"]:
+        logger.warning("sda: %d sentences have a negation equal to themselves", counts["same"])
     return dataset
