@@ -144,8 +144,10 @@ def test_a_forked_child_does_not_keep_a_killed_runs_lock(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", (
         "import os, sys, time; from augcse.training.rundir import RunFolder; f = RunFolder(sys.argv[1]); f.claim({}); "
         "child = os.fork()\n"
-        "if child == 0:\n    time.sleep(60); os._exit(0)\n"
-        "print(child, flush=True); time.sleep(60)"), str(run)], stdout=subprocess.PIPE, text=True)
+        # the child says its PID once os.fork has returned in it, i.e. after the fork hooks ran (a loaded machine
+        # may schedule the child late: the parent's line alone raced with them)
+        "if child == 0:\n    print(os.getpid(), flush=True); time.sleep(60); os._exit(0)\n"
+        "time.sleep(60)"), str(run)], stdout=subprocess.PIPE, text=True)
     child = int(holder.stdout.readline())
     try:
         holder.kill()
