@@ -16,16 +16,18 @@ A sentence-transformers backbone keeps the modules it was published with after p
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from sentence_transformers.base.modules import Transformer
 from sentence_transformers.sentence_transformer.modules import Pooling, WeightedLayerPooling
+
+from augcse.models.published import (  # noqa: F401 (what a published folder holds; named here too)
+    load_after_pooling, modules_after_pooling, published_max_seq_length,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,46 +63,6 @@ POOLERS: dict[str, Pooler] = {
 }
 
 
-def _st_file(backbone: str, name: str) -> dict | list | None:
-    """A sentence-transformers file of ``backbone`` (a folder or a Hub name, cache first), parsed; None when
-    there is none (a plain Hugging Face encoder), or the Hub cannot be asked."""
-    path = Path(backbone, name)
-    if not Path(backbone).is_dir():
-        from huggingface_hub import hf_hub_download
-        from huggingface_hub.utils import EntryNotFoundError
-
-        try:
-            path = Path(hf_hub_download(backbone, name))
-        except (EntryNotFoundError, OSError, ValueError):  # no such file in the repository, offline, not a name
-            return None
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def published_max_seq_length(backbone: str) -> int | None:
-    """The token maximum a sentence-transformers model was published with (its ``sentence_bert_config.json``).
-
-    None for a plain Hugging Face encoder, which then gets its tokenizer's maximum.
-    """
-    value = (_st_file(backbone, "sentence_bert_config.json") or {}).get("max_seq_length")
-    return int(value) if value else None
-
-
-def modules_after_pooling(backbone: str) -> list[dict]:
-    """The ``modules.json`` entries a sentence-transformers model runs after its pooling (all-MiniLM-L6-v2:
-    ``Normalize``); none for a plain Hugging Face encoder."""
-    entries = [e for e in _st_file(backbone, "modules.json") or [] if isinstance(e, dict)]
-    kinds = [str(e.get("type", "")).rsplit(".", 1)[-1] for e in entries]
-    return entries[kinds.index("Pooling") + 1:] if "Pooling" in kinds else []
-
-
-def load_after_pooling(backbone: str, entries: list[dict]) -> list[nn.Module]:
-    """The modules of ``entries`` loaded as the model was published, by sentence-transformers' own loaders."""
-    from sentence_transformers.util import import_module_class
-
-    return [import_module_class(entry["type"], backbone).load(backbone, subfolder=entry.get("path", ""))
-            for entry in entries]
-
-
 def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_length: int | None = 32,
                                keep_after_pooling: bool = True):
     """A SentenceTransformer of the Hugging Face encoder ``backbone`` with the named ``pooler``.
@@ -117,7 +79,7 @@ def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_lengt
         raise ValueError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
     spec = POOLERS[pooler]
     if spec.prompt:  # the template's module replaces the encoder's: it tokenizes the sentence into the template
-        from augcse.models.prompt import prompt_model
+        from augcse.models.prompt import prompt_model  # prompt needs only augcse.models.published: no cycle
 
         return prompt_model(backbone, max_seq_length=max_seq_length, keep_after_pooling=keep_after_pooling)
     if max_seq_length is None:

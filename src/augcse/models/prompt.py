@@ -188,7 +188,7 @@ def prompt_model(backbone: str, template: str | None = None, second_template: st
     to the authors' (``TEMPLATES``: RoBERTa's for a RoBERTa-style tokenizer, BERT's otherwise)."""
     from sentence_transformers import SentenceTransformer
 
-    from augcse.models.poolers import load_after_pooling, modules_after_pooling, published_max_seq_length
+    from augcse.models.published import load_after_pooling, modules_after_pooling, published_max_seq_length
 
     if max_seq_length is None:
         max_seq_length = published_max_seq_length(backbone)
