@@ -249,7 +249,8 @@ def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
             resolve_model(model)
         except AssetError as exc:
             found.setdefault(model, f"row {where}: {exc}")
-        apart = [] if run.trained or run.tasks else [run.row.tasks_of(run.row.all_metrics)] * bool(run.row.all_metrics)
+        # an evaluation row's suites kept apart with every metric (a trained run's are its extra_evaluations)
+        apart = [run.row.tasks_of(run.row.all_metrics)] if not (run.trained or run.tasks) and run.row.all_metrics else []
         specs = [run.tasks or run.row.tasks_spec(), *apart, *(extra.tasks for extra in run.extra_evaluations)]
         for task in resolve_tasks(",".join(filter(None, specs))):
             lacking = [f for f in get_task(task).record.files if not has_data(f, data_dir)]
