@@ -6,7 +6,9 @@ import re
 
 import numpy as np
 
-from augcse.text.views.random_insertion import MARKS, random_insertion
+from augcse.text.views.random_insertion import random_insertion
+
+MARKS = (",", ".", ";", "!")  # the marks of the authors' PI.py, written here so a change to the module's set fails
 
 
 def _strip_one_mark(original: str, augmented: str) -> tuple[int, str]:
@@ -15,6 +17,13 @@ def _strip_one_mark(original: str, augmented: str) -> tuple[int, str]:
     at = next((i for i, (a, b) in enumerate(zip(original, augmented)) if a != b), len(original))
     assert augmented[:at] + augmented[at + 1:] == original
     return at, augmented[at]
+
+
+def test_the_view_inserts_the_marks_pi_inserts() -> None:
+    from augcse.text.augment import sda
+    from augcse.text.views import random_insertion as view
+
+    assert view.MARKS is sda.MARKS and tuple(sda.MARKS) == MARKS
 
 
 def test_one_mark_of_pis_after_a_word_end() -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # annotations only: importing spaCy costs about 1 s
 VARIANTS = ("code", "paper")
 CLAUSE_DEPS = {"acl", "advcl", "ccomp", "csubj", "csubjpass", "relcl", "xcomp"}
 SOURCE = "SDA (Zhu et al.) §4 and App. A; authors' augmentation_tools"
+MARKS = (",", ".", ";", "!")  # the final marks PI draws from (the authors' PI.py); SDA's Random Insertion too
 TEMPLATES = (
     "It isn't that", "The fact is not that", "It is not true that", "It is not the truth that", "Not that",
     "There is no way that", "There is no chance that", "It is impossible that", "It can't be that",
@@ -130,9 +131,9 @@ class PunctuationInsertion(_SdaRule):
             return _quote(doc, 0, len(doc) - 1)
         last = doc[-1]
         if _is_punct(last):
-            mark = rng.choice([p for p in (",", ".", ";", "!") if p != last.text])
+            mark = rng.choice([p for p in MARKS if p != last.text])
             return Edits(doc).replace(last.i, mark).render()
-        return Edits(doc).after(last.i, rng.choice((",", ".", ";", "!"))).render()
+        return Edits(doc).after(last.i, rng.choice(MARKS)).render()
 
     @staticmethod
     def _tail_paper(doc: Doc) -> str | None:

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from typing import Any, TYPE_CHECKING
 
 from augcse.core.schema import NonNegativeInt, PositiveInt, Probability
+from augcse.text.augment.sda import MARKS  # what PI inserts, so the random counterpart inserts the same marks
 from augcse.text.views.base import ANCHOR, ViewContext, as_anchor, register_view
 
 if TYPE_CHECKING:  # annotations only: checking a recipe's views loads no datasets (about 1 s)
     from datasets import Dataset
 
-MARKS = (",", ".", ";", "!")  # PunctuationInsertion's marks (augcse.text.augment.sda), quotes left out: one mark
 _WORD = re.compile(r"\S+")
 
 
