@@ -18,6 +18,8 @@ from pathlib import Path
 from augcse.assets.resolve import resolve_data
 
 ROOT = "sts/senteval/downstream"
+CORPUS = "corpus/sts_sick_unlabelled.txt"  # where the recipes expect the file, under the data directory
+MAKE = f"python -m augcse.text.sts_corpus --output $AUGCSE_DATA/{CORPUS}"
 STS_SUBSETS = {  # the authors' load_sts12 … load_sts16, in their order
     "STS12-en-test": ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"],
     "STS13-en-test": ["headlines", "OnWN", "FNWN"],
