@@ -10,7 +10,8 @@ import pytest
 from augcse.training.recipes.config import RECIPE_DIR, load_recipe
 
 METHOD_RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")
-                        if p.stem.split("-")[0] in {"augcse", "sda", "vascl", "cards", "esimcse", "promptbert", "composite"}
+                        if p.stem.split("-")[0] in {"augcse", "sda", "vascl", "cards", "esimcse", "promptbert", "consert",
+                                                       "composite"}
                         or p.stem == "simcse-minilm")
 ALL_RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
 # 8-Aug's two LM rewrites need generation models that are not on offline machines: the paper recipes
@@ -32,7 +33,7 @@ def load(name: str, overrides: list[str]):
 
 def test_method_recipes_exist():
     assert {"augcse-minilm", "sda-minilm", "vascl-minilm", "cards-minilm", "esimcse-minilm", "promptbert-minilm", "composite-minilm",
-            "simcse-minilm"} <= set(METHOD_RECIPES)
+            "consert-minilm", "simcse-minilm"} <= set(METHOD_RECIPES)
     assert any(r.endswith(("bert-base", "roberta-base")) for r in METHOD_RECIPES)
 
 

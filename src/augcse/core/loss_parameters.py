@@ -85,6 +85,33 @@ class ESimCSEParameters(ContrastiveParameters):
     queue_view: Literal["anchor", "positive"] = "anchor"
 
 
+ConSERTAugmentation = Literal["none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "adversarial"]
+CutoffRate = Annotated[float, Field(gt=0, lt=1)]
+
+
+class ConSERTParameters(ContrastiveParameters):
+    # the authors' scripts/unsup-consert-base.sh: --temperature 0.1 --da_final_1 feature_cutoff
+    # --cutoff_rate_final_1 0.2 --da_final_2 shuffle --cl_rate 0.15 --no_dropout
+    temperature: Temperature = 0.1
+    augment_1: ConSERTAugmentation = "feature_cutoff"
+    augment_2: ConSERTAugmentation = "shuffle"
+    rate_1: CutoffRate = 0.2  # share of tokens, dimensions or elements a cutoff zeroes (unused by the others)
+    rate_2: CutoffRate = 0.2
+    adversarial_norm: PositiveFloat = 1.0  # the perturbation's L2 norm per token (--noise_norm)
+    scale: PositiveFloat = 0.15  # the factor on the summed two-way NT-Xent (--cl_rate)
+    dropout: bool = False  # the encoder's dropout in the loss's passes (--no_dropout: off)
+
+    @model_validator(mode="after")
+    def _views_inside_the_loss(self) -> ConSERTParameters:
+        if self.augment_1 == self.augment_2 == "adversarial":
+            raise FieldsError(("augment_1", "augment_2"),
+                              "the adversarial view is computed against the other view; make one of them another augmentation")
+        if self.mini_batch_size is not None:
+            raise FieldsError(("mini_batch_size",), "ConSERT's views are passes of the encoder inside the loss; they do "
+                              "not combine with gradient caching (set mini_batch_size: null)")
+        return self
+
+
 class PromptBERTParameters(SimCSEParameters):
     # the authors' run.sh: --mlp_only_train (SimCSE's MLP on the [MASK] state, training only)
     head: HeadName | None = "mlp"
@@ -141,11 +168,15 @@ class CompositeParameters(Section):
             if term.params.get("mini_batch_size") is not None:
                 raise FieldsError([("terms", index, "params", "mini_batch_size")],
                                   "the terms share one embedding pass; set mini_batch_size on the composite itself")
+            if term.loss == "consert" and self.mini_batch_size is not None:
+                raise FieldsError([("terms", index, "loss")], "a consert term embeds its own views inside the loss; "
+                                  "it does not combine with gradient caching (set mini_batch_size: null)")
         return self
 
 
 # the losses whose every row needs other rows of its batch as negatives: a batch of one trains nothing
-IN_BATCH_NEGATIVES = frozenset({"simcse", "augcse", "sda", "vascl", "cards", "esimcse", "promptbert", "ct"})
+IN_BATCH_NEGATIVES = frozenset({"simcse", "augcse", "sda", "vascl", "cards", "esimcse", "promptbert", "consert",
+                                "ct"})
 
 
 def needs_in_batch_negatives(name: str, params: Mapping[str, Any]) -> bool:
@@ -166,6 +197,7 @@ LOSS_PARAMETERS: dict[str, type[Section] | None] = {
     "cards": CARDSParameters,
     "esimcse": ESimCSEParameters,
     "promptbert": PromptBERTParameters,
+    "consert": ConSERTParameters,
     "composite": CompositeParameters,
     "tsdae": None,
     "ct": None,

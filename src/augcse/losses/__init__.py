@@ -15,6 +15,7 @@ from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Role, RoleError, RoleLoss, check_label_space
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
+from augcse.losses.consert import ConSERTLoss
 from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
 from augcse.losses.peers import CTLoss, TSDAELoss
@@ -92,7 +93,7 @@ def bind_dataset(loss: RoleLoss, dataset) -> None:
                             f"({labels.spec!r}); build the view and the loss from one augmentation set")
 
 
-__all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CompositeLoss", "Contract", "ContrastiveLoss",
+__all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CompositeLoss", "ConSERTLoss", "Contract", "ContrastiveLoss",
            "ESimCSELoss", "PromptBERTLoss",
            "KeyBlock", "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "TSDAELoss", "VaSCLLoss",
            "bind_dataset",

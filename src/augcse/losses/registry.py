@@ -10,6 +10,7 @@ from collections.abc import Callable
 from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import RoleLoss
 from augcse.losses.cards import CARDSLoss
+from augcse.losses.consert import ConSERTLoss
 from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.peers import PEERS
 from augcse.losses.promptbert import PromptBERTLoss
@@ -25,5 +26,6 @@ TERMS: dict[str, Callable[..., RoleLoss]] = {
     "cards": CARDSLoss,
     "esimcse": ESimCSELoss,
     "promptbert": PromptBERTLoss,
+    "consert": ConSERTLoss,
     **PEERS,  # sentence-transformers' TSDAE and CT
 }

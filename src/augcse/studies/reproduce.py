@@ -27,6 +27,7 @@ from augcse.core import yamlfile
 from augcse.studies import paper_settings
 from augcse.studies.published import SCORE_COLUMNS, Published, Reported, published
 from augcse.training.recipes.config import Recipe, load_recipe
+from augcse.text.sts_corpus import CORPUS as STS_CORPUS, MAKE as MAKE_STS_CORPUS
 from augcse.core.document import Document, Paragraph, Table
 from augcse.studies.runs import (  # noqa: F401 (re-exported: a reproduction is a table of runs)
     PLAN_OVERRIDES, Evaluate, Evaluation, Row, Run, check_inputs, evaluate_model, execute, plan_runs, run_all,
@@ -466,6 +467,11 @@ KIND_TITLES = {"paper": "stated by the paper", "code": "from the authors' code o
                "open": "open (neither says; the value taken and why)", "deviation": "deviations (and why)"}
 
 
+def how_to_get(corpus: str) -> str:
+    """The command that makes or fetches a corpus a recipe names."""
+    return f"{MAKE_STS_CORPUS} makes it" if corpus == STS_CORPUS else "augcse download corpus fetches it"
+
+
 def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float | None = None,
                   data_dir: str | None = None) -> str:
     spec = throughput()
@@ -479,7 +485,7 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: flo
             what += "".join(f"; {suite} evaluated after training, every metric" for suite in run.row.all_metrics)
             found = corpora[id(run)]
             what += (f"; reads {found.path} ({found.lines:,} lines)" if found.path else
-                     f"; corpus {run.recipe.data.corpus} NOT HERE (augcse download corpus fetches it)")
+                     f"; corpus {run.recipe.data.corpus} NOT HERE ({how_to_get(run.recipe.data.corpus)})")
             if (short := too_few_steps(run, found.lines, nproc)) is not None:
                 what += f"; {short}"
         else:
