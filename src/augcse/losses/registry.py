@@ -10,7 +10,9 @@ from collections.abc import Callable
 from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import RoleLoss
 from augcse.losses.cards import CARDSLoss
+from augcse.losses.diffcse import DiffCSELoss
 from augcse.losses.esimcse import ESimCSELoss
+from augcse.losses.mlm import MLMLoss
 from augcse.losses.peers import PEERS
 from augcse.losses.promptbert import PromptBERTLoss
 from augcse.losses.sda import SDALoss
@@ -25,5 +27,7 @@ TERMS: dict[str, Callable[..., RoleLoss]] = {
     "cards": CARDSLoss,
     "esimcse": ESimCSELoss,
     "promptbert": PromptBERTLoss,
+    "diffcse": DiffCSELoss,
+    "mlm": MLMLoss,
     **PEERS,  # sentence-transformers' TSDAE and CT
 }
