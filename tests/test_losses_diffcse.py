@@ -238,3 +238,14 @@ def test_two_steps_train_and_the_saved_model_is_plain_sentence_transformers(tiny
     tiny_st.eval()
     torch.testing.assert_close(loaded.encode(SENTENCES, convert_to_tensor=True),
                                tiny_st.encode(SENTENCES, convert_to_tensor=True))
+
+
+def test_training_refuses_a_generator_that_is_not_here_before_any_model_loads(tmp_path, data_dir):
+    from augcse.training.recipes.config import load_recipe
+    from augcse.training.run import check_inputs
+
+    recipe = load_recipe(None, "diffcse-minilm", [f"output_dir={tmp_path}", "loss.params.generator=no-such/generator",
+                                                  "data.corpus=corpus/wiki1m_for_simcse.first11914.txt"])
+    with pytest.raises(RecipeError, match="'loss.params.generator': model 'no-such/generator'") as info:
+        check_inputs(recipe, data_dir)
+    assert "\n" not in str(info.value)
