@@ -99,8 +99,7 @@ def diffcse(tiny_st, tiny_mlm_dir):
         loss = DiffCSELoss(tiny_st, generator=str(tiny_mlm_dir), **params).double()
         loss.generator.double()
         loss.train()
-        loss.discriminator.eval()  # no dropout, so the two computations see one network
-        loss.generator.eval()
+        tiny_st.eval()  # the discriminator and the generator follow the encoder: no dropout, one network for both
         return loss
     return build
 
@@ -175,6 +174,16 @@ def test_condition_on_encoder_reads_the_embedding_before_the_head(diffcse, tiny_
         loss.compute_loss({"anchor": z, "positive": z}, None, {"anchor": features, "positive": features})
     torch.testing.assert_close(seen[1], torch.cat([z, z]))
     assert not torch.allclose(seen[0], seen[1])
+
+
+def test_dropout_of_discriminator_and_generator_follows_the_encoder(diffcse, tiny_st):
+    loss = diffcse()
+    features = tiny_st.tokenize(SENTENCES)
+    z = torch.randn(len(SENTENCES), 32, dtype=torch.float64)
+    for mode in (True, False):
+        tiny_st.train(mode)
+        loss.compute_loss({"anchor": z, "positive": z}, None, {"anchor": features, "positive": features})
+        assert loss.discriminator.training is mode and loss.generator.training is mode
 
 
 def test_gradient_reaches_the_embedding_and_the_discriminator_not_the_generator(diffcse, tiny_st):

@@ -145,7 +145,7 @@ class DiffCSELoss(ContrastiveLoss):
         self.condition_on = self.config.condition_on
         transformer = transformer_of(model)
         self.tokenizer = transformer.tokenizer
-        # not a submodule: frozen, reloaded from its name, kept out of checkpoints; moved and switched by hand
+        # not a submodule: frozen, reloaded from its name, kept out of checkpoints; moved by hand
         self._generator = [load_generator(self.generator_name, len(self.tokenizer))]
         # the discriminator starts from the backbone's pretrained weights, as the authors load it
         self.discriminator = copy.deepcopy(transformer.auto_model)
@@ -161,11 +161,6 @@ class DiffCSELoss(ContrastiveLoss):
     @classmethod
     def contract_for(cls, params: Mapping[str, Any]) -> Contract:
         return Contract((Role("anchor"), Role("positive", required=False, fallback="~anchor")))
-
-    def train(self, mode: bool = True) -> DiffCSELoss:
-        super().train(mode)
-        self.generator.train(mode)  # a submodule of the authors' model: its dropout follows model.train()
-        return self
 
     def generate(self, masked_ids: Tensor, attention_mask: Tensor) -> Tensor:
         """The generator's token at every position (no gradient)."""
@@ -194,6 +189,10 @@ class DiffCSELoss(ContrastiveLoss):
 
     def rtd(self, tokens: Mapping[str, Tensor], condition: Tensor) -> Tensor:
         """The RTD loss of the rows ``tokens`` (masked and edited here) conditioned on ``condition``."""
+        # in the authors' model both are submodules: their dropout follows the encoder's train()/eval()
+        training = getattr(self.model, "module", self.model).training
+        self.discriminator.train(training)
+        self.generator.train(training)
         ids, mask = tokens["input_ids"], tokens["attention_mask"]
         masked, _ = mask_tokens(self.tokenizer, ids, mask, self.mask_ratio)
         edited, replaced = edited_inputs(self.generate(masked, mask), ids, mask, self.tokenizer.cls_token_id)
