@@ -126,12 +126,22 @@ class DiffCSELoss(ContrastiveLoss):
     Example:
         ::
 
+            from datasets import Dataset
+            from sentence_transformers import SentenceTransformerTrainer
+            from transformers import BertConfig, BertForMaskedLM
             from augcse import load_model
             from augcse.losses import DiffCSELoss
 
-            model = load_model("bert-base-uncased", pooler="cls")
-            loss = DiffCSELoss(model, head="bn", generator="distilbert-base-uncased")
-            loss.bind(["anchor"])
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")
+            # the generator: a masked-LM on this machine with the backbone's vocabulary (the paper's is
+            # distilbert-base-uncased); a small untrained one stands in here, so the example runs offline
+            config = BertConfig(vocab_size=len(model.tokenizer), hidden_size=32, num_hidden_layers=1,
+                                num_attention_heads=2, intermediate_size=64)
+            BertForMaskedLM(config).save_pretrained("generator")
+            train = Dataset.from_dict({"anchor": ["The cat sleeps.", "It rains today.", "A man plays a guitar."]})
+            loss = DiffCSELoss(model, head="bn", generator="generator", rtd_weight=0.005, mask_ratio=0.30)
+            loss.bind(train.column_names)
+            SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
     Parameters = DiffCSEParameters

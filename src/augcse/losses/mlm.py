@@ -107,13 +107,16 @@ class MLMLoss(RoleLoss):
     Example:
         ::
 
+            from datasets import Dataset
+            from sentence_transformers import SentenceTransformerTrainer
             from augcse import load_model
             from augcse.losses import CompositeLoss
 
-            model = load_model("bert-base-uncased", pooler="cls")
-            loss = CompositeLoss(model, terms=[{"loss": "simcse", "params": {"head": "mlp"}},
-                                               {"loss": "mlm", "weight": 0.1}])
-            loss.bind(["anchor"])
+            model = load_model("sentence-transformers/all-MiniLM-L6-v2")  # no masked-LM head: it starts fresh
+            train = Dataset.from_dict({"anchor": ["The cat sleeps.", "It rains today.", "A man plays a guitar."]})
+            loss = CompositeLoss(model, terms=[{"loss": "simcse"}, {"loss": "mlm", "weight": 0.1}])
+            loss.bind(train.column_names)
+            SentenceTransformerTrainer(model=model, train_dataset=train, loss=loss).train()
     """
 
     Parameters = MLMParameters
