@@ -258,3 +258,24 @@ def test_training_refuses_a_generator_that_is_not_here_before_any_model_loads(tm
     with pytest.raises(RecipeError, match="'loss.params.generator': model 'no-such/generator'") as info:
         check_inputs(recipe, data_dir)
     assert "\n" not in str(info.value)
+
+
+def test_diffcse_as_a_composite_term_equals_the_loss_alone(diffcse, tiny_st, tiny_mlm_dir):
+    from augcse.losses import CompositeLoss
+
+    features = tiny_st.tokenize(SENTENCES)
+    alone = diffcse(rtd_weight=0.1)
+    composite = CompositeLoss(tiny_st, terms=[{"loss": "diffcse", "params": {"generator": str(tiny_mlm_dir),
+                                                                             "rtd_weight": 0.1}}]).double()
+    term = composite.terms["diffcse"]
+    term.generator.double()
+    term.load_state_dict({k: v for k, v in alone.state_dict().items() if not k.startswith("model.")}, strict=False)
+    alone.bind(["anchor"])
+    composite.bind(["anchor"])
+    torch.manual_seed(0)
+    want = alone([features])
+    torch.manual_seed(0)
+    got = composite([features])
+    assert set(got) == {"diffcse/contrastive", "diffcse/rtd"}
+    assert sum(got.values()).item() == pytest.approx(sum(want.values()).item(), rel=1e-12)
+    assert got["diffcse/rtd"].item() == pytest.approx(want["rtd"].item(), rel=1e-12)

@@ -134,6 +134,9 @@ def test_parameters_and_refusals():
             loss_settings("mlm", bad)
     with pytest.raises(RecipeError):
         loss_settings("composite", {"terms": [{"loss": "mlm", "params": {"mask_ratio": -1}}]})
+    # the term runs the encoder on masked tokens itself: a cache of pooled embeddings would drop that gradient
+    with pytest.raises(RecipeError, match="gradient caching"):
+        loss_settings("composite", {"terms": [{"loss": "simcse"}, {"loss": "mlm"}], "mini_batch_size": 8})
 
 
 def test_two_steps_of_simcse_with_mlm_and_the_saved_model_is_plain(tiny_st, tmp_path: Path):

@@ -164,6 +164,10 @@ class Term(Section):
         return self
 
 
+# terms that run an encoder on token ids inside the loss (a gradient cache of pooled embeddings would miss it)
+TOKEN_TERMS = frozenset({"mlm", "diffcse"})
+
+
 class CompositeParameters(Section):
     terms: list[Term] = Field(min_length=1)
     columns: list[str] | None = None
@@ -175,6 +179,11 @@ class CompositeParameters(Section):
             if term.params.get("mini_batch_size") is not None:
                 raise FieldsError([("terms", index, "params", "mini_batch_size")],
                                   "the terms share one embedding pass; set mini_batch_size on the composite itself")
+            if self.mini_batch_size is not None and term.loss in TOKEN_TERMS:
+                raise FieldsError(["mini_batch_size", ("terms", index, "loss")],
+                                  f"the {term.loss} term runs an encoder on the batch's tokens itself, outside the "
+                                  "cached embedding pass; it does not combine with gradient caching "
+                                  "(set mini_batch_size: null)")
         return self
 
 
