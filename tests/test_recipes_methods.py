@@ -11,8 +11,8 @@ from augcse.training.recipes.config import RECIPE_DIR, load_recipe
 
 METHOD_RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")
                         if p.stem.split("-")[0] in {"augcse", "sda", "vascl", "cards", "esimcse", "promptbert", "consert",
-                                                       "composite"}
-                        or p.stem == "simcse-minilm")
+                                                       "diffcse", "composite"}
+                        or p.stem == "simcse-minilm" or p.stem.startswith("simcse-mlm-"))
 ALL_RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
 # 8-Aug's two LM rewrites need generation models that are not on offline machines: the paper recipes
 # train here with the rest of the set (paper Table 9's "8-2"), everything else as written.
@@ -33,7 +33,7 @@ def load(name: str, overrides: list[str]):
 
 def test_method_recipes_exist():
     assert {"augcse-minilm", "sda-minilm", "vascl-minilm", "cards-minilm", "esimcse-minilm", "promptbert-minilm", "composite-minilm",
-            "consert-minilm", "simcse-minilm"} <= set(METHOD_RECIPES)
+            "consert-minilm", "simcse-minilm", "diffcse-minilm", "simcse-mlm-minilm"} <= set(METHOD_RECIPES)
     assert any(r.endswith(("bert-base", "roberta-base")) for r in METHOD_RECIPES)
 
 
@@ -46,15 +46,18 @@ def test_recipe_validates(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", ALL_RECIPES)
-def test_recipe_trains_on_tiny_model(name, tiny_model_dir, tmp_path):
+def test_recipe_trains_on_tiny_model(name, tiny_model_dir, tmp_path, request):
     from augcse.training.run import run
+
+    # DiffCSE's generator (distilbert-base-uncased, distilroberta-base) is not offline: the tiny masked-LM stands in
+    generator = [f"loss.params.generator={request.getfixturevalue('tiny_mlm_dir')}"] if name.startswith("diffcse") else []
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n")
     recipe = load(name, [f"output_dir={tmp_path / 'runs'}", f"model.backbone={tiny_model_dir}",
                          f"data.corpus={corpus}", "data.limit=12", "training.per_device_train_batch_size=4",
                          "training.max_steps=2", "training.logging_steps=1", "eval.dev=null", "eval.before=null",
-                         "eval.after=null", "name=t", *OFFLINE.get(name, [])])
+                         "eval.after=null", "name=t", *OFFLINE.get(name, []), *generator])
     summary = run(recipe, None)
     assert (tmp_path / "runs" / "t" / "final").is_dir()
     records = [json.loads(line) for line in (tmp_path / "runs" / "t" / "log.jsonl").read_text().splitlines()]

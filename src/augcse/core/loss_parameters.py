@@ -129,6 +129,40 @@ class PromptBERTParameters(SimCSEParameters):
         return self
 
 
+class DiffCSEParameters(ContrastiveParameters):
+    # the authors' run script: --batchnorm (the 2-layer projection with batch norm, training only)
+    head: HeadName | None = "bn"
+    # λ of InfoNCE + λ·RTD (run_diffcse.sh: 0.005 for BERT-base and RoBERTa-base)
+    rtd_weight: NonNegativeFloat = 0.005
+    # share of tokens masked before the generator fills them (run_diffcse.sh: 0.30, for BERT-base)
+    mask_ratio: Annotated[float, Field(gt=0, lt=1)] = 0.30
+    # the frozen masked-LM that fills the masks (the authors' default; distilroberta-base for RoBERTa)
+    generator: str = "distilbert-base-uncased"
+    # the authors' code takes the generator's most likely token (argmax); the paper says sampled
+    generator_decoding: Literal["argmax", "sample"] = "argmax"
+    # the discriminator's [CLS] input: the embedding after the train-only head (the code's default), or before
+    condition_on: Literal["head", "encoder"] = "head"
+
+    @model_validator(mode="after")
+    def _one_pass(self) -> DiffCSEParameters:
+        if self.mini_batch_size is not None:
+            raise FieldsError(("mini_batch_size",), "the discriminator reads every token of the batch in one "
+                                                    "pass; DiffCSE does not combine with gradient caching "
+                                                    "(set mini_batch_size: null)")
+        return self
+
+
+class MLMParameters(Section):
+    """The masked-LM auxiliary term (SimCSE App. E.1): masking of the anchor's tokens, its head's start."""
+
+    # share of tokens masked, 80/10/10 [MASK]/random/kept (SimCSE's and BERT's 0.15)
+    mask_ratio: Annotated[float, Field(gt=0, lt=1)] = 0.15
+    # the MLM head's start: the backbone checkpoint's (SimCSE's BERT code loads cls.predictions), else fresh
+    head_init: Literal["checkpoint", "fresh"] = "checkpoint"
+    # independent maskings of each anchor (SimCSE's code masks both rows of a pair: the sentence twice)
+    copies: PositiveInt = 1
+
+
 class AugCSEParameters(ContrastiveParameters):
     augmentations: PositiveInt | str | list[str] | None = None
     variant: Literal["augcse", "bool", "positive", "none", "negative"] = "augcse"
@@ -157,6 +191,10 @@ class Term(Section):
         return self
 
 
+# terms that run an encoder on token ids inside the loss (a gradient cache of pooled embeddings would miss it)
+TOKEN_TERMS = frozenset({"mlm", "diffcse"})
+
+
 class CompositeParameters(Section):
     terms: list[Term] = Field(min_length=1)
     columns: list[str] | None = None
@@ -171,12 +209,17 @@ class CompositeParameters(Section):
             if term.loss == "consert" and self.mini_batch_size is not None:
                 raise FieldsError([("terms", index, "loss")], "a consert term embeds its own views inside the loss; "
                                   "it does not combine with gradient caching (set mini_batch_size: null)")
+            if self.mini_batch_size is not None and term.loss in TOKEN_TERMS:
+                raise FieldsError(["mini_batch_size", ("terms", index, "loss")],
+                                  f"the {term.loss} term runs an encoder on the batch's tokens itself, outside the "
+                                  "cached embedding pass; it does not combine with gradient caching "
+                                  "(set mini_batch_size: null)")
         return self
 
 
 # the losses whose every row needs other rows of its batch as negatives: a batch of one trains nothing
 IN_BATCH_NEGATIVES = frozenset({"simcse", "augcse", "sda", "vascl", "cards", "esimcse", "promptbert", "consert",
-                                "ct"})
+                                "diffcse", "ct"})
 
 
 def needs_in_batch_negatives(name: str, params: Mapping[str, Any]) -> bool:
@@ -185,6 +228,17 @@ def needs_in_batch_negatives(name: str, params: Mapping[str, Any]) -> bool:
         return any(isinstance(term, Mapping) and term.get("loss") in IN_BATCH_NEGATIVES
                    for term in params.get("terms") or [])
     return name in IN_BATCH_NEGATIVES
+
+
+def loss_models(name: str, params: Mapping[str, Any]) -> list[str]:
+    """The models a loss loads besides the backbone (DiffCSE's generator; a composite: its terms'), so a study
+    checks them with the backbone before anything trains."""
+    if name == "composite":
+        return [m for term in params.get("terms") or [] if isinstance(term, Mapping)
+                for m in loss_models(term.get("loss", ""), term.get("params") or {})]
+    if name == "diffcse":
+        return [params.get("generator") or DiffCSEParameters.model_fields["generator"].default]
+    return []
 
 
 # every registered loss; ``None``: a sentence-transformers loss whose parameters are its own constructor's
@@ -198,6 +252,8 @@ LOSS_PARAMETERS: dict[str, type[Section] | None] = {
     "esimcse": ESimCSEParameters,
     "promptbert": PromptBERTParameters,
     "consert": ConSERTParameters,
+    "diffcse": DiffCSEParameters,
+    "mlm": MLMParameters,
     "composite": CompositeParameters,
     "tsdae": None,
     "ct": None,

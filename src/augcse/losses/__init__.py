@@ -16,8 +16,10 @@ from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Rol
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
 from augcse.losses.consert import ConSERTLoss
+from augcse.losses.diffcse import DiffCSELoss
 from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
+from augcse.losses.mlm import MLMLoss
 from augcse.losses.peers import CTLoss, TSDAELoss
 from augcse.losses.promptbert import PromptBERTLoss
 from augcse.losses.registry import TERMS
@@ -94,7 +96,7 @@ def bind_dataset(loss: RoleLoss, dataset) -> None:
 
 
 __all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CompositeLoss", "ConSERTLoss", "Contract", "ContrastiveLoss",
-           "ESimCSELoss", "PromptBERTLoss",
+           "ESimCSELoss", "PromptBERTLoss", "DiffCSELoss", "MLMLoss",
            "KeyBlock", "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "TSDAELoss", "VaSCLLoss",
            "bind_dataset",
            "contrast", "info_nce", "symmetric_info_nce", "validate_loss"]

@@ -11,7 +11,9 @@ from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import RoleLoss
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.consert import ConSERTLoss
+from augcse.losses.diffcse import DiffCSELoss
 from augcse.losses.esimcse import ESimCSELoss
+from augcse.losses.mlm import MLMLoss
 from augcse.losses.peers import PEERS
 from augcse.losses.promptbert import PromptBERTLoss
 from augcse.losses.sda import SDALoss
@@ -27,5 +29,7 @@ TERMS: dict[str, Callable[..., RoleLoss]] = {
     "esimcse": ESimCSELoss,
     "promptbert": PromptBERTLoss,
     "consert": ConSERTLoss,
+    "diffcse": DiffCSELoss,
+    "mlm": MLMLoss,
     **PEERS,  # sentence-transformers' TSDAE and CT
 }

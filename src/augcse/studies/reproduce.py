@@ -472,6 +472,20 @@ def how_to_get(corpus: str) -> str:
     return f"{MAKE_STS_CORPUS} makes it" if corpus == STS_CORPUS else "augcse download corpus fetches it"
 
 
+def _absent_loss_models(run) -> list[str]:
+    """The models the row's loss loads besides the backbone (DiffCSE's generator) that cannot load here."""
+    from augcse.assets.resolve import AssetError, resolve_model
+    from augcse.core.loss_parameters import loss_models
+
+    absent = []
+    for name in loss_models(run.recipe.loss.name, run.recipe.loss.params or {}):
+        try:
+            resolve_model(name)
+        except AssetError:
+            absent.append(name)
+    return absent
+
+
 def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float | None = None,
                   data_dir: str | None = None) -> str:
     spec = throughput()
@@ -486,6 +500,7 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: flo
             found = corpora[id(run)]
             what += (f"; reads {found.path} ({found.lines:,} lines)" if found.path else
                      f"; corpus {run.recipe.data.corpus} NOT HERE ({how_to_get(run.recipe.data.corpus)})")
+            what += "".join(f"; loss model {name} NOT HERE" for name in _absent_loss_models(run))
             if (short := too_few_steps(run, found.lines, nproc)) is not None:
                 what += f"; {short}"
         else:

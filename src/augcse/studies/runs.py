@@ -213,6 +213,7 @@ def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
     download`` command that fetches it), a model that cannot load offline or is published only as a download,
     evaluation data. Checked before anything trains, so a table never starts on what it cannot finish."""
     from augcse.assets.download import source_for
+    from augcse.core.loss_parameters import loss_models
     from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_data, resolve_model
     from augcse.evaluation.tasks import get_task, load_builtin_tasks, resolve_tasks
 
@@ -249,6 +250,11 @@ def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
             resolve_model(model)
         except AssetError as exc:
             found.setdefault(model, f"row {where}: {exc}")
+        for extra in loss_models(run.recipe.loss.name, run.recipe.loss.params or {}) if run.trained else []:
+            try:
+                resolve_model(extra)
+            except AssetError as exc:
+                found.setdefault(extra, f"row {where}: the loss loads {extra}: {exc}")
         # an evaluation row's suites kept apart with every metric (a trained run's are its extra_evaluations)
         apart = [run.row.tasks_of(run.row.all_metrics)] if not (run.trained or run.tasks) and run.row.all_metrics else []
         specs = [run.tasks or run.row.tasks_spec(), *apart, *(extra.tasks for extra in run.extra_evaluations)]

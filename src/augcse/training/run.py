@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
+from augcse.core.loss_parameters import loss_models
 from augcse.core.outputs import free_bytes, mib, write_failure
 from augcse.models.load import check_readable
 from augcse.training.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, check_output_dir, validate_recipe
@@ -239,6 +240,11 @@ def check_inputs(recipe: Recipe, root: Path | None) -> Path:
         check_readable(location)
     except ValueError as exc:
         raise RecipeError(f"recipe key 'model.backbone': {exc}") from None
+    for name in loss_models(recipe.loss.name, recipe.loss.params or {}):  # DiffCSE's generator
+        try:
+            resolve_model(name)
+        except AssetError as exc:
+            raise RecipeError(f"recipe key 'loss.params.generator': {exc}") from None
     return corpus
 
 
