@@ -30,7 +30,8 @@ BLOCK = re.compile(r"^<!-- generated: (?P<name>[\w-]+)(?: (?P<arg>[\w-]+))? -->\
 # how the tables name a study's rows and tasks (the grid files name them by key)
 METHOD_NAMES = {"start": "starting model", "simcse": "SimCSE", "augcse": "AugCSE", "sda": "SDA", "cards": "CARDS",
                 "vascl": "VaSCL", "composite": "composite", "ct": "CT", "tsdae": "TSDAE", "esimcse": "ESimCSE",
-                "promptbert": "PromptBERT"}
+                "promptbert": "PromptBERT",
+                "declutr": "DeCLUTR", "ct_original": "CT (original)"}
 TASK_KINDS = {"intent": "10-shot intent", "clustering": "clustering"}
 
 

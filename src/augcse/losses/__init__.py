@@ -15,6 +15,8 @@ from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import LABEL, Contract, ContrastiveLoss, LabelSpace, Role, RoleError, RoleLoss, check_label_space
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
+from augcse.losses.contrastive_tension import CTOriginalLoss
+from augcse.losses.declutr import DeCLUTRLoss
 from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
 from augcse.losses.peers import CTLoss, TSDAELoss
@@ -92,8 +94,8 @@ def bind_dataset(loss: RoleLoss, dataset) -> None:
                             f"({labels.spec!r}); build the view and the loss from one augmentation set")
 
 
-__all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CompositeLoss", "Contract", "ContrastiveLoss",
-           "ESimCSELoss", "PromptBERTLoss",
+__all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CTOriginalLoss", "CompositeLoss", "Contract", "ContrastiveLoss",
+           "DeCLUTRLoss", "ESimCSELoss", "PromptBERTLoss",
            "KeyBlock", "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "TSDAELoss", "VaSCLLoss",
            "bind_dataset",
            "contrast", "info_nce", "symmetric_info_nce", "validate_loss"]

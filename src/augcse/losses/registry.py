@@ -10,6 +10,8 @@ from collections.abc import Callable
 from augcse.losses.augcse import AugCSELoss
 from augcse.losses.base import RoleLoss
 from augcse.losses.cards import CARDSLoss
+from augcse.losses.contrastive_tension import CTOriginalLoss
+from augcse.losses.declutr import DeCLUTRLoss
 from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.peers import PEERS
 from augcse.losses.promptbert import PromptBERTLoss
@@ -24,6 +26,8 @@ TERMS: dict[str, Callable[..., RoleLoss]] = {
     "vascl": VaSCLLoss,
     "cards": CARDSLoss,
     "esimcse": ESimCSELoss,
+    "declutr": DeCLUTRLoss,
+    "ct_original": CTOriginalLoss,  # Carlsson et al.'s two encoders and binary pairs
     "promptbert": PromptBERTLoss,
     **PEERS,  # sentence-transformers' TSDAE and CT
 }
