@@ -159,11 +159,21 @@ def declutr_spans_view(dataset: Dataset, context: ViewContext, num_anchors: Posi
                        lines_per_document: PositiveInt = 1, seed: NonNegativeInt | None = None) -> Dataset:
     """DeCLUTR's anchors and positives: ``num_anchors`` rows per document, each with ``num_positives`` positives.
 
-    Defaults are the authors' ``declutr_base.jsonnet`` (2 anchors, 2 positives, spans of 32 to 512 sub-words,
-    positives anywhere around the anchor). ``unit``: ``subword`` (the model's tokenizer, as the authors'
-    reader) or ``word``. ``lines_per_document``: join this many consecutive corpus lines into one document
-    (for a corpus of sentences). Documents shorter than ``num_anchors · max_span_len · 2`` tokens are skipped
-    and counted. Replaces the corpus: its rows become anchors.
+    Defaults are the authors' ``declutr_base.jsonnet``. Documents shorter than ``num_anchors · max_span_len · 2``
+    tokens are skipped and counted. Replaces the corpus: its rows become anchor spans.
+
+    Args:
+        num_anchors: anchor spans drawn per document, each a row (2).
+        num_positives: positive spans drawn per anchor, the columns ``positive``, ``positive_2``, … (2).
+        max_span_len: the longest span, in tokens (512).
+        min_span_len: the shortest span, in tokens (32).
+        sampling: where a positive lies: ``any`` (overlapping, inside or next to the anchor: the authors'
+            default), ``subsuming`` (inside it) or ``adjacent`` (just before or after it).
+        unit: ``subword`` (the model's tokenizer, as the authors' reader; a span is its tokens decoded) or
+            ``word`` (space-separated words).
+        lines_per_document: consecutive corpus lines joined (by a space) into one document; 1: a line is a
+            document (the authors' corpus), more for a corpus of sentences.
+        seed: the draws' seed; ``None``: the run's seed.
     """
     if min_span_len > max_span_len:
         raise ValueError(f"declutr_spans: min_span_len ({min_span_len}) must not exceed max_span_len "
