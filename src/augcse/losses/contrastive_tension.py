@@ -134,8 +134,14 @@ class CTOriginalLoss(RoleLoss):
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
         features = self.by_column(sentence_features)[self.sources()["anchor"][0]]
         first, second, pair_labels = self.pairs(features)
-        with encoders_mode([self.tension.model1, self.tension.model2], None if self.dropout else False):
-            loss = self.tension([first, second], pair_labels)  # the sum of the pairs' BCE
+        kept = self.tension._modules["model2"]
+        # the trainer's model (DDP-wrapped under torchrun, so its gradients are averaged) for this forward only
+        self.tension._modules["model2"] = self.model
+        try:
+            with encoders_mode([self.tension.model1, kept], None if self.dropout else False):
+                loss = self.tension([first, second], pair_labels)  # the sum of the pairs' BCE
+        finally:
+            self.tension._modules["model2"] = kept
         if self.reduction == "mean":
             loss = loss / pair_labels.numel()
         return {"tension": loss}
