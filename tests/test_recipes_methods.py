@@ -11,13 +11,16 @@ from augcse.training.recipes.config import RECIPE_DIR, load_recipe
 
 METHOD_RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")
                         if p.stem.split("-")[0] in {"augcse", "sda", "vascl", "cards", "esimcse", "promptbert", "consert",
-                                                       "diffcse", "composite"}
+                                                       "diffcse", "composite", "declutr", "ct"}
                         or p.stem == "simcse-minilm" or p.stem.startswith("simcse-mlm-"))
 ALL_RECIPES = sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
 # 8-Aug's two LM rewrites need generation models that are not on offline machines: the paper recipes
 # train here with the rest of the set (paper Table 9's "8-2"), everything else as written.
 OFFLINE = {name: ["loss.params.augmentations=8-2-aug", "data.views=[{name: augcse_sample, augmentations: 8-2-aug}]"]
            for name in ALL_RECIPES if name.startswith(("augcse-bert-base", "augcse-roberta-base"))}
+# DeCLUTR's documents: the twelve short test sentences, four to a document, hold spans of 2 to 4 sub-words only
+OFFLINE.update({name: ["data.views=[{name: declutr_spans, max_span_len: 4, min_span_len: 2, lines_per_document: 4}]"]
+                for name in ALL_RECIPES if name.startswith("declutr-")})
 
 SENTENCES = [
     "The cat sat on the mat .", "He can swim very well .", "It rained all day in Paris .",
@@ -33,7 +36,8 @@ def load(name: str, overrides: list[str]):
 
 def test_method_recipes_exist():
     assert {"augcse-minilm", "sda-minilm", "vascl-minilm", "cards-minilm", "esimcse-minilm", "promptbert-minilm", "composite-minilm",
-            "consert-minilm", "simcse-minilm", "diffcse-minilm", "simcse-mlm-minilm"} <= set(METHOD_RECIPES)
+            "consert-minilm", "simcse-minilm", "diffcse-minilm", "simcse-mlm-minilm", "declutr-minilm",
+            "ct-minilm"} <= set(METHOD_RECIPES)
     assert any(r.endswith(("bert-base", "roberta-base")) for r in METHOD_RECIPES)
 
 

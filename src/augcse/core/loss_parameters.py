@@ -161,6 +161,17 @@ class MLMParameters(Section):
     head_init: Literal["checkpoint", "fresh"] = "checkpoint"
     # independent maskings of each anchor (SimCSE's code masks both rows of a pair: the sentence twice)
     copies: PositiveInt = 1
+class DeCLUTRParameters(ContrastiveParameters):
+    """DeCLUTR's contrastive half: τ 0.05 (the authors' declutr_base.jsonnet), no head (mean pooling)."""
+
+
+class CTOriginalParameters(Section):
+    # negative pairs per positive pair (the authors' negative_k: 7, a batch of 16 = two groups of 8)
+    negative_k: PositiveInt = 7
+    # mean over the pairs (the authors' Keras BinaryCrossentropy) or sum (sentence-transformers' loss)
+    reduction: Literal["mean", "sum"] = "mean"
+    # False: both encoders embed with dropout off (the authors call them with training=False)
+    dropout: bool = False
 
 
 class AugCSEParameters(ContrastiveParameters):
@@ -219,7 +230,7 @@ class CompositeParameters(Section):
 
 # the losses whose every row needs other rows of its batch as negatives: a batch of one trains nothing
 IN_BATCH_NEGATIVES = frozenset({"simcse", "augcse", "sda", "vascl", "cards", "esimcse", "promptbert", "consert",
-                                "diffcse", "ct"})
+                                "diffcse", "ct", "declutr", "ct_original"})
 
 
 def needs_in_batch_negatives(name: str, params: Mapping[str, Any]) -> bool:
@@ -240,6 +251,8 @@ def loss_models(name: str, params: Mapping[str, Any]) -> list[str]:
         return [params.get("generator") or DiffCSEParameters.model_fields["generator"].default]
     return []
 
+# losses that embed the batch their own way, so they cannot share a composite's one embedding pass
+WHOLE_BATCH_LOSSES = {"ct_original": "embeds each pair with two encoders of its own"}
 
 # every registered loss; ``None``: a sentence-transformers loss whose parameters are its own constructor's
 # (checked against that signature once the class loads)
@@ -250,6 +263,8 @@ LOSS_PARAMETERS: dict[str, type[Section] | None] = {
     "vascl": VaSCLParameters,
     "cards": CARDSParameters,
     "esimcse": ESimCSEParameters,
+    "declutr": DeCLUTRParameters,
+    "ct_original": CTOriginalParameters,
     "promptbert": PromptBERTParameters,
     "consert": ConSERTParameters,
     "diffcse": DiffCSEParameters,
@@ -278,6 +293,9 @@ def loss_settings(name: str, params: Mapping[str, Any] | Any, prefix: str = "los
             if term["loss"] not in names:
                 raise RecipeError(f"{subject} '{where}.loss': unknown loss {term['loss']!r}"
                                   f"{suggest(term['loss'], names)}; choose one of {', '.join(names)}")
+            if term["loss"] in WHOLE_BATCH_LOSSES:
+                raise RecipeError(f"{subject} '{where}.loss': {term['loss']} {WHOLE_BATCH_LOSSES[term['loss']]}; "
+                                  "train it alone, not as a composite term")
             term["params"] = loss_settings(term["loss"], term["params"], f"{where}.params", subject, lookup)
         seen = [t["name"] for t in filled["terms"]]
         twice = next((n for n in seen if seen.count(n) > 1), None)

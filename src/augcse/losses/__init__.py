@@ -17,6 +17,8 @@ from augcse.losses.cards import CARDSLoss
 from augcse.losses.composite import CompositeLoss
 from augcse.losses.consert import ConSERTLoss
 from augcse.losses.diffcse import DiffCSELoss
+from augcse.losses.contrastive_tension import CTOriginalLoss
+from augcse.losses.declutr import DeCLUTRLoss
 from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.infonce import KeyBlock, contrast, info_nce, symmetric_info_nce
 from augcse.losses.mlm import MLMLoss
@@ -95,8 +97,8 @@ def bind_dataset(loss: RoleLoss, dataset) -> None:
                             f"({labels.spec!r}); build the view and the loss from one augmentation set")
 
 
-__all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CompositeLoss", "ConSERTLoss", "Contract", "ContrastiveLoss",
-           "ESimCSELoss", "PromptBERTLoss", "DiffCSELoss", "MLMLoss",
+__all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CTOriginalLoss", "CompositeLoss", "ConSERTLoss",
+           "Contract", "ContrastiveLoss", "DeCLUTRLoss", "DiffCSELoss", "ESimCSELoss", "MLMLoss", "PromptBERTLoss",
            "KeyBlock", "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "TSDAELoss", "VaSCLLoss",
            "bind_dataset",
            "contrast", "info_nce", "symmetric_info_nce", "validate_loss"]

@@ -12,6 +12,8 @@ from augcse.losses.base import RoleLoss
 from augcse.losses.cards import CARDSLoss
 from augcse.losses.consert import ConSERTLoss
 from augcse.losses.diffcse import DiffCSELoss
+from augcse.losses.contrastive_tension import CTOriginalLoss
+from augcse.losses.declutr import DeCLUTRLoss
 from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.mlm import MLMLoss
 from augcse.losses.peers import PEERS
@@ -27,6 +29,8 @@ TERMS: dict[str, Callable[..., RoleLoss]] = {
     "vascl": VaSCLLoss,
     "cards": CARDSLoss,
     "esimcse": ESimCSELoss,
+    "declutr": DeCLUTRLoss,
+    "ct_original": CTOriginalLoss,  # Carlsson et al.'s two encoders and binary pairs
     "promptbert": PromptBERTLoss,
     "consert": ConSERTLoss,
     "diffcse": DiffCSELoss,

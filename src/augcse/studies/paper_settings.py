@@ -129,7 +129,8 @@ def settings(paper: str, row: str, trained: bool | None = None) -> list[Setting]
     for profile in ([TRAINED_PROFILE] if trained else []) + list(spec.get("use", ())):
         merged.update(table["profiles"].get(profile, {}) if profile == TRAINED_PROFILE else table["profiles"][profile])
     merged.update(own)
-    return [_setting(key, value, f"{paper}/{row}") for key, value in merged.items()]
+    # a key set to null is not a setting of this row (a loss without the parameter an earlier profile states)
+    return [_setting(key, value, f"{paper}/{row}") for key, value in merged.items() if value is not None]
 
 
 def exempt() -> dict[str, str]:

@@ -16,10 +16,11 @@ from typing import Any, TYPE_CHECKING
 
 from augcse.core.names import suggest
 from augcse.core.schema import RecipeError, signature_model, validate
-from augcse.text.views import augcse, cards, esimcse, generic, random_insertion, sda, tsdae  # noqa: F401  (each module registers its views)
+from augcse.text.views import augcse, cards, declutr, esimcse, generic, random_insertion, sda, tsdae  # noqa: F401  (each module registers its views)
 from augcse.text.views.augcse import augcse_sample_view
 from augcse.text.views.base import ANCHOR, LABEL, REMOVED, VIEWS, View, ViewContext, register_view
 from augcse.text.views.cards import cards_view
+from augcse.text.views.declutr import declutr_spans_view
 from augcse.text.views.esimcse import esimcse_repetition_view
 from augcse.text.views.generic import anchor_view, columns_view, dropout_copy_view
 from augcse.text.views.sda import sda_view
@@ -85,4 +86,4 @@ def build_views(dataset: Dataset, views: Sequence[Mapping[str, Any]], context: V
 
 
 __all__ = ["ANCHOR", "LABEL", "VIEWS", "ViewContext", "anchor_view", "augcse_sample_view", "build_views", "cards_view",
-           "columns_view", "dropout_copy_view", "esimcse_repetition_view", "produced_columns", "register_view", "sda_view"]
+           "columns_view", "declutr_spans_view", "dropout_copy_view", "esimcse_repetition_view", "produced_columns", "register_view", "sda_view"]
