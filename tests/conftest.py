@@ -126,3 +126,27 @@ def read_only_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     yield folder
     if mounted:
         subprocess.run(["umount", str(folder)], check=False, capture_output=True)
+
+
+def train_briefly(model, dataset, loss, tmp_path: Path, batch_size: int = 4) -> None:
+    """Two optimizer steps of sentence-transformers' own trainer (lr 1e-3, CPU), as a method's tests need to
+    show that it trains end to end."""
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=batch_size,
+                                                max_steps=2, learning_rate=1e-3, report_to=[], save_strategy="no",
+                                                use_cpu=True, logging_steps=1)
+    SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss).train()
+
+
+def reload_plainly(model, folder: Path, sentences: list[str]) -> None:
+    """Save ``model`` to ``folder``, load it with a plain ``SentenceTransformer`` (no augcse import needed) and
+    check that it encodes ``sentences`` as the trained model does."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model.save(str(folder))
+    loaded = SentenceTransformer(str(folder), device="cpu")
+    model.eval()
+    torch.testing.assert_close(loaded.encode(sentences, convert_to_tensor=True),
+                               model.encode(sentences, convert_to_tensor=True))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import reload_plainly, train_briefly
 from augcse.losses import LOSSES, ConSERTLoss
 from augcse.losses.embedding_augment import Draw, adversarial_noise, augmenting, cut, draw, shuffle_positions
 
@@ -293,25 +294,16 @@ def test_eval_mode_is_two_plain_passes_and_leaves_no_hook(tiny_st):
 
 def test_two_steps_train_and_the_saved_model_is_plain_sentence_transformers(tiny_st, tmp_path: Path):
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
     dataset = Dataset.from_dict({"anchor": SENTENCES})
     loss = LOSSES["consert"](tiny_st, augment_1="token_cutoff", augment_2="adversarial", rate_1=0.15)
     loss.bind(dataset.column_names)
     start = [p.detach().clone() for p in tiny_st.parameters()]
-    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4,
-                                                max_steps=2, learning_rate=1e-3, report_to=[], save_strategy="no",
-                                                use_cpu=True, logging_steps=1)
-    SentenceTransformerTrainer(model=tiny_st, args=args, train_dataset=dataset, loss=loss).train()
+    train_briefly(tiny_st, dataset, loss, tmp_path)
     assert not all(torch.equal(a, b) for a, b in zip(start, tiny_st.parameters()))
     embeddings = tiny_st[0].auto_model.embeddings
     assert not embeddings._forward_hooks and not embeddings._forward_pre_hooks
-    tiny_st.save(str(tmp_path / "final"))
-    loaded = SentenceTransformer(str(tmp_path / "final"), device="cpu")
-    tiny_st.eval()
-    want = tiny_st.encode(SENTENCES, convert_to_tensor=True)
-    got = loaded.encode(SENTENCES, convert_to_tensor=True)
-    torch.testing.assert_close(got, want)
+    reload_plainly(tiny_st, tmp_path / "final", SENTENCES)
 
 
 def test_recipe_parameters_are_checked_before_anything_loads():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import reload_plainly, train_briefly
 from augcse.losses import LOSSES, CTOriginalLoss
 from augcse.losses.contrastive_tension import tension_pairs
 
@@ -130,25 +131,17 @@ def test_recipe_settings_and_the_composite_refusal():
 def test_a_few_steps_train_both_encoders_and_the_saved_model_is_plain(tiny_st, tmp_path: Path):
     from datasets import Dataset
     from safetensors import safe_open
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
     dataset = Dataset.from_dict({"anchor": SENTENCES})
     loss = LOSSES["ct_original"](tiny_st)
     loss.bind(dataset.column_names)
     start = [p.detach().clone() for p in tiny_st.parameters()]
     copy_start = [p.detach().clone() for p in loss.copy.parameters()]
-    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=8,
-                                                max_steps=2, learning_rate=1e-3, report_to=[], save_strategy="no",
-                                                use_cpu=True, logging_steps=1)
-    SentenceTransformerTrainer(model=tiny_st, args=args, train_dataset=dataset, loss=loss).train()
+    train_briefly(tiny_st, dataset, loss, tmp_path, batch_size=8)
     assert not all(torch.equal(a, b) for a, b in zip(start, tiny_st.parameters()))
     assert not all(torch.equal(a, b) for a, b in zip(copy_start, loss.copy.parameters()))  # trained too
     assert not all(torch.equal(a, b) for a, b in zip(loss.copy.parameters(), tiny_st.parameters()))  # apart
-    tiny_st.save(str(tmp_path / "final"))
+    reload_plainly(tiny_st, tmp_path / "final", SENTENCES)
     weights = next((tmp_path / "final").rglob("model.safetensors"))
     with safe_open(str(weights), framework="pt") as handle:
         assert len(set(handle.keys())) <= len(tiny_st[0].auto_model.state_dict())  # the encoder once
-    loaded = SentenceTransformer(str(tmp_path / "final"), device="cpu")
-    tiny_st.eval()
-    torch.testing.assert_close(loaded.encode(SENTENCES, convert_to_tensor=True),
-                               tiny_st.encode(SENTENCES, convert_to_tensor=True))

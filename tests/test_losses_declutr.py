@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import reload_plainly, train_briefly
 from augcse.losses import LOSSES, DeCLUTRLoss
 from augcse.text.views import ViewContext, build_views
 from augcse.text.views.declutr import sample_spans
@@ -223,7 +224,6 @@ def test_recipe_settings_are_checked_before_anything_loads():
 
 def test_a_few_steps_train_and_the_saved_model_is_plain_sentence_transformers(tiny_st, tmp_path: Path):
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
     corpus = Dataset.from_dict({"text": [DOCUMENT, DOCUMENT.lower(), DOCUMENT.upper()] * 2})
     dataset = build_views(corpus, [{"name": "declutr_spans", "max_span_len": 10, "min_span_len": 4}],
@@ -231,13 +231,6 @@ def test_a_few_steps_train_and_the_saved_model_is_plain_sentence_transformers(ti
     loss = LOSSES["declutr"](tiny_st)
     loss.bind(dataset.column_names)
     start = [p.detach().clone() for p in tiny_st.parameters()]
-    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4,
-                                                max_steps=2, learning_rate=1e-3, report_to=[], save_strategy="no",
-                                                use_cpu=True, logging_steps=1)
-    SentenceTransformerTrainer(model=tiny_st, args=args, train_dataset=dataset, loss=loss).train()
+    train_briefly(tiny_st, dataset, loss, tmp_path)
     assert not all(torch.equal(a, b) for a, b in zip(start, tiny_st.parameters()))
-    tiny_st.save(str(tmp_path / "final"))
-    loaded = SentenceTransformer(str(tmp_path / "final"), device="cpu")
-    tiny_st.eval()
-    texts = dataset["anchor"][:4]
-    torch.testing.assert_close(loaded.encode(texts, convert_to_tensor=True), tiny_st.encode(texts, convert_to_tensor=True))
+    reload_plainly(tiny_st, tmp_path / "final", dataset["anchor"][:4])
