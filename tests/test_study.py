@@ -154,10 +154,10 @@ def test_a_missing_or_broken_grid_file_is_refused(tmp_path, capsys):
     assert "not valid YAML" in capsys.readouterr().err
 
 
-def test_adaptation_grid_plans_four_sets_six_methods_three_seeds_and_the_starting_model(tmp_path, capsys):
+def test_adaptation_grid_plans_four_sets_eight_methods_three_seeds_and_the_starting_model(tmp_path, capsys):
     assert main(["study", str(GRID), "--dry-run", "--output", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "76 runs (72 trained, 4 evaluated as they are); every trained run scored at steps 16, 32, 64, 128" in out
+    assert "100 runs (96 trained, 4 evaluated as they are); every trained run scored at steps 16, 32, 64, 128" in out
     for name in ("snips", "hwu64", "tweet", "searchsnippets"):
         assert f"{tmp_path}/adapt-curves/{name}/start  [to run]" in out
         assert f"{tmp_path}/adapt-curves/{name}/tsdae-s3  [to run]" in out
@@ -170,7 +170,7 @@ def test_a_table_says_how_many_runs_a_set_without_a_finished_run_has_to_run(tmp_
     assert "holds no run of this grid yet" in capsys.readouterr().err and not folder.exists()
     folder.mkdir()  # a study whose first run has not finished
     assert main(["study", str(GRID), "--output", str(tmp_path), "--table-only"]) == 0
-    assert (folder / "study.md").read_text().count("No finished run yet (19 to run).") == 4
+    assert (folder / "study.md").read_text().count("No finished run yet (25 to run).") == 4
     assert not [p for p in folder.iterdir() if p.is_dir()]  # nothing was run
 
 

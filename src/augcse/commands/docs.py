@@ -56,9 +56,18 @@ def _suite_of(task: str) -> str:
     return next((TASK_KINDS[s] for s in TASK_KINDS if task in SUITES.get(s, ())), "")
 
 
+def _final_cell(final: dict[str, Any], seeds: int) -> str:
+    """Δ ± sd of a row's final scores; a row with fewer finished seeds than the grid says how many it has."""
+    if not final["n"]:
+        return "not run yet"
+    spread = f" ± {final['sd']:.2f}" if final.get("sd") is not None else ""
+    return f"{_signed(final['delta'])}{spread}" + (f" (n={final['n']})" if final["n"] < seeds else "")
+
+
 def adapt_grid(_: str | None = None) -> list[str]:
     """Δ at the last step against the starting model, method × set, from the adaptation study."""
-    sets = study("adapt-curves")["sets"]
+    figures = study("adapt-curves")
+    sets, seeds = figures["sets"], figures["seeds"]
     columns = [(name, figures["tasks"][0]) for name, figures in sets.items()]
     header = ["method", *(f"{task} {_suite_of(task)}".strip() for _, task in columns)]
     rows = [[f"{METHOD_NAMES['start']} (score)",
@@ -69,7 +78,7 @@ def adapt_grid(_: str | None = None) -> list[str]:
         cells = []
         for name, task in columns:
             final = sets[name]["rows"][row]["final"][task]
-            cells.append(f"{_signed(final['delta'])} ± {final['sd']:.2f}")
+            cells.append(_final_cell(final, len(seeds)))
         rows.append([METHOD_NAMES.get(row, row), *cells])
     return markdown_table(header, rows, [False] + [True] * len(columns))
 
