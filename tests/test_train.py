@@ -175,6 +175,17 @@ def test_bad_recipes_are_refused_with_one_line(override, message):
     assert "\n" not in str(info.value)
 
 
+def test_a_bare_no_is_the_strategy_no():
+    """YAML 1.1 reads ``save_strategy=no`` as false; where the trainer's choices include "no", that is what it
+    means. A boolean option stays a boolean."""
+    recipe = load_recipe(name="quickstart", overrides=["training.save_strategy=no", "training.eval_strategy=no",
+                                                       "training.fp16=no"])
+    assert recipe.training["save_strategy"] == "no" and recipe.training["eval_strategy"] == "no"
+    assert recipe.training["fp16"] is False
+    with pytest.raises(RecipeError, match="must be one of 'no'"):
+        load_recipe(name="quickstart", overrides=["training.save_strategy=yes"])
+
+
 def test_unknown_recipe_and_cli_error_line(tmp_path):
     with pytest.raises(RecipeError, match="built-in recipes: .*quickstart"):
         load_recipe(name="nope")

@@ -186,6 +186,9 @@ def _validate_training(training: dict) -> None:
                 "field (output_dir comes from the recipe's output_dir and name)"
             )
     given = {key: (_enum_values(hints[key]) | None, None) for key in training}
+    for key, value in training.items():  # YAML 1.1 reads a bare `no` as false: `save_strategy: no` means "no"
+        if value is False and "no" in _literal_values(given[key][0]):
+            training[key] = "no"
     validate(create_model("TrainingArguments", __base__=Section, **given), training, "training")
     _validate_report_to(training.get("report_to"))
 
@@ -200,6 +203,13 @@ def _enum_values(hint: Any) -> Any:
             rest = [a for a in arms if a is not str and a not in enums]
             return Union[tuple([Literal[values], *rest])] if rest else Literal[values]
     return hint
+
+
+def _literal_values(hint: Any) -> set:
+    """Every value a hint's ``Literal`` arms allow, through unions."""
+    if get_origin(hint) is Literal:
+        return set(get_args(hint))
+    return set().union(*map(_literal_values, get_args(hint))) if get_origin(hint) in (Union, types.UnionType) else set()
 
 
 def _validate_report_to(report_to: str | list[str] | None) -> None:
