@@ -148,13 +148,13 @@ def main() -> None:
     parser.add_argument("--shape", choices=sorted(SHAPES), help="every configuration's encoder shape (likewise)")
     parser.add_argument("--one", dest="label", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    unknown = [label for label in args.labels.split(",") + [args.label or "quickstart"] if label not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown label {unknown[0]!r}; known: {', '.join(CONFIGS)}")
     if args.label:
         print(json.dumps(one(args)), flush=True)
         return
     rows = []
-    for label in args.labels.split(","):
-        if label not in CONFIGS:
-            parser.error(f"unknown label {label!r}; known: {', '.join(CONFIGS)}")
     for label in args.labels.split(","):
         command = [sys.executable, __file__, "--one", label, "--corpus", str(args.corpus), "--tokenizer",
                    str(args.tokenizer), "--steps", str(args.steps), "--warmup", str(args.warmup),

@@ -27,7 +27,7 @@ from augcse.core import yamlfile
 from augcse.studies import paper_settings
 from augcse.studies.published import SCORE_COLUMNS, Published, Reported, published
 from augcse.training.recipes.config import Recipe, load_recipe
-from augcse.text.sts_corpus import CORPUS as STS_CORPUS, MAKE as MAKE_STS_CORPUS
+from augcse.text.corpus_source import find_corpus, how_to_get
 from augcse.core.document import Document, Paragraph, Table
 from augcse.studies.runs import (  # noqa: F401 (re-exported: a reproduction is a table of runs)
     PLAN_OVERRIDES, Evaluate, Evaluation, Row, Run, check_inputs, evaluate_model, execute, plan_runs, run_all,
@@ -169,18 +169,9 @@ def _count_lines(path: Path) -> int:
 
 
 def corpus_file(run: Run, data_dir: str | None) -> CorpusFile:
-    """Where the run's ``data.corpus`` is on this machine (a path, else under the data directory) and its
-    lines; nothing is downloaded and nothing substituted."""
-    from augcse.assets.resolve import AssetError, resolve_data
-
-    corpus = run.recipe.data.corpus
-    path = Path(corpus).expanduser()
-    if not path.is_file():
-        try:
-            path = resolve_data(corpus, data_dir, download=False)
-        except AssetError:
-            return CorpusFile(None, None)
-    return CorpusFile(path, _count_lines(path))
+    """Where the run's ``data.corpus`` is on this machine and its lines; nothing downloaded or substituted."""
+    path = find_corpus(run.recipe.data.corpus, data_dir)
+    return CorpusFile(path, None if path is None else _count_lines(path))
 
 
 def too_few_steps(run: Run, corpus_lines: int | None, nproc: int = 1) -> str | None:
@@ -467,11 +458,6 @@ KIND_TITLES = {"paper": "stated by the paper", "code": "from the authors' code o
                "open": "open (neither says; the value taken and why)", "deviation": "deviations (and why)"}
 
 
-def how_to_get(corpus: str) -> str:
-    """The command that makes or fetches a corpus a recipe names."""
-    return f"{MAKE_STS_CORPUS} makes it" if corpus == STS_CORPUS else "augcse download corpus fetches it"
-
-
 def _absent_loss_models(run) -> list[str]:
     """The models the row's loss loads besides the backbone (DiffCSE's generator) that cannot load here."""
     from augcse.assets.resolve import AssetError, resolve_model
@@ -499,7 +485,7 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: flo
             what += "".join(f"; {suite} evaluated after training, every metric" for suite in run.row.all_metrics)
             found = corpora[id(run)]
             what += (f"; reads {found.path} ({found.lines:,} lines)" if found.path else
-                     f"; corpus {run.recipe.data.corpus} NOT HERE ({how_to_get(run.recipe.data.corpus)})")
+                     f"; corpus {run.recipe.data.corpus} NOT HERE ({how_to_get(run.recipe.data.corpus, data_dir)})")
             what += "".join(f"; loss model {name} NOT HERE" for name in _absent_loss_models(run))
             if (short := too_few_steps(run, found.lines, nproc)) is not None:
                 what += f"; {short}"

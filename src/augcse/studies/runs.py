@@ -209,13 +209,14 @@ def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: 
 
 
 def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
-    """What the unfinished runs name and this machine lacks, one line each: a corpus (with the ``augcse
-    download`` command that fetches it), a model that cannot load offline or is published only as a download,
+    """What the unfinished runs name and this machine lacks, one line each: a corpus (with the command that
+    fetches or makes it), a model that cannot load offline or is published only as a download,
     evaluation data. Checked before anything trains, so a table never starts on what it cannot finish."""
     from augcse.assets.download import source_for
-    from augcse.core.loss_parameters import loss_models
     from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_data, resolve_model
+    from augcse.core.loss_parameters import loss_models
     from augcse.evaluation.tasks import get_task, load_builtin_tasks, resolve_tasks
+    from augcse.text.corpus_source import find_corpus, how_to_get
 
     load_builtin_tasks()
     root = resolve_data_dir(data_dir)
@@ -228,20 +229,17 @@ def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
         where = run.row.name
         if run.trained:
             corpus = run.recipe.data.corpus
-            if not Path(corpus).expanduser().is_file() and not has_data(corpus, data_dir):
-                source = source_for(corpus)
-                fetch = (f"fetch it with `augcse download {source.group.value} --data-dir {target}`" if source
-                         else "give the file")
-                found.setdefault(corpus, f"row {where}: corpus {corpus} is not in the data directory "
-                                         f"({shown}); {fetch}, or name another with "
-                                         f"data.corpus=FILE (the row is then shown as deviating)")
+            if find_corpus(corpus, data_dir) is None:
+                found.setdefault(corpus, f"row {where}: corpus {corpus} is not in the data directory ({shown}); "
+                                         f"{how_to_get(corpus, data_dir)}, or name another with data.corpus=FILE "
+                                         f"(the row is then shown as deviating)")
             model = run.recipe.model.backbone
         else:
             model = run.model
         whiten = run.row.evaluate.whiten if run.row.evaluate is not None else None
-        if whiten and not Path(whiten.corpus).expanduser().is_file() and not has_data(whiten.corpus, data_dir):
+        if whiten and find_corpus(whiten.corpus, data_dir) is None:
             found.setdefault(whiten.corpus, f"row {where}: whitening corpus {whiten.corpus} is not in the data "
-                                            f"directory ({shown}); give the file")
+                                            f"directory ({shown}); {how_to_get(whiten.corpus, data_dir)}")
         if run.row.evaluate is not None and run.row.evaluate.url and not Path(model).expanduser().is_dir():
             found.setdefault(model, f"row {where}: {model} is published as a download, not on the Hub: unzip "
                                     f"{run.row.evaluate.url} and pass --checkpoint {model}=FOLDER")

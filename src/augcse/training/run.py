@@ -28,6 +28,7 @@ from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_
 from augcse.core.loss_parameters import loss_models
 from augcse.core.outputs import free_bytes, mib, write_failure
 from augcse.models.load import check_readable
+from augcse.text.corpus_source import find_corpus, how_to_get
 from augcse.training.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, check_output_dir, validate_recipe
 from augcse.training.rundir import (FINISHED, RECIPE as RECIPE_FILE, RunFolder, RunFolderError, checkpoint_step, checkpoints,
                                     latest_checkpoint)
@@ -81,14 +82,13 @@ def resolve_corpus(recipe: Recipe, data_dir: Path | None) -> Path:
     come from.
     """
     corpus = recipe.data.corpus
-    path = Path(corpus).expanduser()
-    if path.is_file():
-        return path
+    found = find_corpus(corpus, data_dir)
+    if found is not None:
+        return found
     if corpus != DEFAULT_CORPUS:
-        if has_data(corpus, data_dir):
-            return resolve_data(corpus, data_dir, download=False)
         where = f" or under the data directory {data_dir}" if data_dir else " (no data directory given)"
-        raise RecipeError(f"recipe key 'data.corpus': {corpus} does not exist as a file{where}; fix the path")
+        raise RecipeError(f"recipe key 'data.corpus': {corpus} does not exist as a file{where}; fix the path "
+                          f"({how_to_get(corpus, data_dir)})")
     tried = []
     for index, candidate in enumerate([corpus, *recipe.data.fallback]):
         if Path(candidate).expanduser().is_file():
