@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from augcse.losses import AugCSELoss, CARDSLoss, CompositeLoss, SDALoss, SimCSELoss, VaSCLLoss
+from augcse.losses import (AugCSELoss, CARDSLoss, CompositeLoss, ConSERTLoss, DeCLUTRLoss, ESimCSELoss, MLMLoss, SDALoss,
+                           SimCSELoss, VaSCLLoss)
 from augcse.models.poolers import build_sentence_transformer
 
 SENTENCES = [
@@ -99,6 +100,13 @@ CASES: dict[str, Case] = {
     # VaSCL's neighbours and virtual views come from each process's own rows (the instance term is gathered)
     "vascl": Case(lambda m: VaSCLLoss(m, topk=2, eps=1.0, detach=False, head="vascl"), ("anchor",),
                   local=frozenset({"neighbourhood"})),
+    # the compared methods: ESimCSE's first step (empty queue) gathers its repetition positives; ConSERT's
+    # two-way NT-Xent (no random augmentation, so a rank and the reference embed alike); DeCLUTR's spans;
+    # the MLM term is per process, its masks drawn alike by a rank and by the reference's half
+    "esimcse": Case(lambda m: ESimCSELoss(m, head="mlp", queue_size=4, momentum=0.5), ("anchor", "positive")),
+    "consert": Case(lambda m: ConSERTLoss(m, augment_1="none", augment_2="none", scale=1.0), ("anchor",)),
+    "declutr": Case(lambda m: DeCLUTRLoss(m), ("anchor", "positive")),
+    "mlm": Case(lambda m: MLMLoss(m, head_init="fresh"), ("anchor",), local=frozenset({"mlm"})),
     "composite": Case(lambda m: CompositeLoss(m, terms=[
         {"loss": "sda", "params": {"head": "mlp"}},
         {"loss": "cards", "inputs": {"positive": "~anchor"}, "weight": 0.5, "params": {"head": "none"}},

@@ -436,10 +436,11 @@ def test_wordnet_substitutions_do_not_depend_on_the_hash_seed(tmp_path):
         "'The building has a large window and a wooden door.']; "
         "print(json.dumps(augment_batch(['ReplaceHypernyms','ReplaceHyponyms'], s, seed=3)))"
     )
+    procs = [subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": hash_seed},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for hash_seed in ("1", "2", "3")]
     outputs = set()
-    for hash_seed in ("1", "2", "3"):
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stderr[-2000:]
-        outputs.add(result.stdout.strip().splitlines()[-1])
+    for proc in procs:  # side by side: each process mostly waits on loading spaCy and WordNet
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr[-2000:]
+        outputs.add(stdout.strip().splitlines()[-1])
     assert len(outputs) == 1

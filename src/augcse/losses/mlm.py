@@ -47,8 +47,13 @@ def masked_lm_head(encoder: nn.Module, init: str) -> nn.Module:
     """A copy of the checkpoint's masked-LM head for ``encoder`` (``init: checkpoint``) or a fresh one.
 
     A checkpoint without head weights (a sentence-transformers model such as all-MiniLM-L6-v2) gives a
-    fresh head, with a warning: the objective then trains the head from scratch alongside the encoder.
+    fresh head, with a warning: the objective then trains the head from scratch alongside the encoder. The
+    head takes the encoder's device and dtype (an encoder cast to float64 or bfloat16 keeps working).
     """
+    return _head(encoder, init).to(device=encoder.device, dtype=encoder.dtype)
+
+
+def _head(encoder: nn.Module, init: str) -> nn.Module:
     config = encoder.config
     if init == "checkpoint":
         source = getattr(config, "_name_or_path", "") or ""
