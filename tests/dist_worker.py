@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from augcse.losses import (AugCSELoss, CARDSLoss, CompositeLoss, ConSERTLoss, DeCLUTRLoss, ESimCSELoss, MLMLoss, SDALoss,
-                           SimCSELoss, VaSCLLoss)
+from augcse.losses import (AugCSELoss, CARDSLoss, CompositeLoss, ConSERTLoss, DeCLUTRLoss, ESimCSELoss, MLMLoss,
+                           PromptBERTLoss, SDALoss, SimCSELoss, VaSCLLoss)
 from augcse.models.poolers import build_sentence_transformer
 
 SENTENCES = [
@@ -65,6 +65,7 @@ class Case:
     columns: tuple[str, ...]
     labels: bool = False
     local: frozenset[str] = field(default_factory=frozenset)  # components computed per process
+    pooler: str = "avg"  # the model the case embeds with (PromptBERT's needs the prompt pooler)
 
 
 CASES: dict[str, Case] = {
@@ -107,6 +108,9 @@ CASES: dict[str, Case] = {
     "consert": Case(lambda m: ConSERTLoss(m, augment_1="none", augment_2="none", scale=1.0), ("anchor",)),
     "declutr": Case(lambda m: DeCLUTRLoss(m), ("anchor", "positive")),
     "mlm": Case(lambda m: MLMLoss(m, head_init="fresh"), ("anchor",), local=frozenset({"mlm"})),
+    "promptbert-denoise": Case(lambda m: PromptBERTLoss(m, head="mlp"), ("anchor",), pooler="prompt"),
+    "promptbert-one-template": Case(lambda m: PromptBERTLoss(m, head="mlp", denoise=False, different_template=False),
+                                    ("anchor", "positive"), pooler="prompt"),
     "composite": Case(lambda m: CompositeLoss(m, terms=[
         {"loss": "sda", "params": {"head": "mlp"}},
         {"loss": "cards", "inputs": {"positive": "~anchor"}, "weight": 0.5, "params": {"head": "none"}},
@@ -176,9 +180,10 @@ def all_cases(model_dir: str, rank: int = 0, world: int = 1) -> dict[str, dict]:
     try:
         with torch.random.fork_rng():
             torch.manual_seed(0)
-            model = build_sentence_transformer(model_dir, "avg", 16).double()  # distinct vectors per sentence
-            return {name: distributed(model, case, rank, world) if world > 1 else reference(model, case)
-                    for name, case in CASES.items()}
+            models = {pooler: build_sentence_transformer(model_dir, pooler, 16 if pooler == "avg" else 48).double()
+                      for pooler in dict.fromkeys(case.pooler for case in CASES.values())}  # distinct vectors
+            return {name: distributed(models[case.pooler], case, rank, world) if world > 1
+                    else reference(models[case.pooler], case) for name, case in CASES.items()}
     finally:
         torch.set_default_dtype(dtype)
 
