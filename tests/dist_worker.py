@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from augcse.losses import (AugCSELoss, CARDSLoss, CompositeLoss, ConSERTLoss, DeCLUTRLoss, ESimCSELoss, MLMLoss,
-                           PromptBERTLoss, SDALoss, SimCSELoss, VaSCLLoss)
+from augcse.losses import (AugCSELoss, CARDSLoss, CompositeLoss, ConSERTLoss, DeCLUTRLoss, DiffCSELoss, ESimCSELoss,
+                           MLMLoss, PromptBERTLoss, SDALoss, SimCSELoss, VaSCLLoss)
 from augcse.models.poolers import build_sentence_transformer
 
 SENTENCES = [
@@ -108,6 +108,9 @@ CASES: dict[str, Case] = {
     "consert": Case(lambda m: ConSERTLoss(m, augment_1="none", augment_2="none", scale=1.0), ("anchor",)),
     "declutr": Case(lambda m: DeCLUTRLoss(m), ("anchor", "positive")),
     "mlm": Case(lambda m: MLMLoss(m, head_init="fresh"), ("anchor",), local=frozenset({"mlm"})),
+    # DiffCSE: the contrastive part gathered, the replaced-token detection per process (generator: the same
+    # tiny encoder as a masked LM, its fresh head seeded alike everywhere)
+    "diffcse": Case(lambda m: DiffCSELoss(m, head="mlp", generator=GENERATOR[0]), ("anchor",), local=frozenset({"rtd"})),
     "promptbert-denoise": Case(lambda m: PromptBERTLoss(m, head="mlp"), ("anchor",), pooler="prompt"),
     "promptbert-one-template": Case(lambda m: PromptBERTLoss(m, head="mlp", denoise=False, different_template=False),
                                     ("anchor", "positive"), pooler="prompt"),
@@ -173,8 +176,16 @@ def distributed(model, case: Case, rank: int, world: int) -> dict:
     return {"components": values, "grads": grads}
 
 
-def all_cases(model_dir: str, rank: int = 0, world: int = 1) -> dict[str, dict]:
+GENERATOR: list[str] = []  # DiffCSE's generator, a masked-LM folder (all_cases' ``generator``)
+
+
+def all_cases(model_dir: str, rank: int = 0, world: int = 1, generator: str | None = None) -> dict[str, dict]:
     """Every case in float64 (so two runs agree to float64 rounding); the global dtype and RNG are restored."""
+    GENERATOR[:] = [generator or os.environ["DIST_GENERATOR"]]
+    return _all_cases(model_dir, rank, world)
+
+
+def _all_cases(model_dir: str, rank: int, world: int) -> dict[str, dict]:
     dtype = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)  # the heads too
     try:

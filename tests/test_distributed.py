@@ -27,7 +27,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 
 @pytest.fixture(scope="module")
-def torchrun(tiny_model_dir, data_dir, tmp_path_factory) -> Path:
+def torchrun(tiny_model_dir, tiny_mlm_dir, data_dir, tmp_path_factory) -> Path:
     """One pair of processes: every loss case on half the batch each, then two-step training (quickstart with
     SimCSE's train-only MLP head on the tiny model, dev evaluation every 2 steps)."""
     root = tmp_path_factory.mktemp("dist")
@@ -38,7 +38,7 @@ def torchrun(tiny_model_dir, data_dir, tmp_path_factory) -> Path:
              f"data.corpus={corpus}", "data.limit=64", "training.per_device_train_batch_size=8",
              "training.eval_steps=2", "training.max_steps=4", "training.learning_rate=1e-3", "eval.before=null",
              "eval.after=null", f"output_dir={root / 'runs'}", "--data-dir", str(data_dir)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "DIST_GENERATOR": str(tiny_mlm_dir)}
     logs = root / "logs"
     result = subprocess.run([*TORCHRUN, "--log-dir", str(logs), "--redirects", "3", str(WORKER), str(tiny_model_dir),
                              str(root), *train], cwd=root, env=env, capture_output=True, text=True, timeout=300)
@@ -53,9 +53,10 @@ def first_failure(logs: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def results(torchrun, tiny_model_dir) -> tuple[dict, list[dict]]:
+def results(torchrun, tiny_model_dir, tiny_mlm_dir) -> tuple[dict, list[dict]]:
     """The one-process reference (whole batch) and each rank's results."""
-    return all_cases(str(tiny_model_dir)), [torch.load(torchrun / f"rank{r}.pt") for r in (0, 1)]
+    ranks = [torch.load(torchrun / f"rank{r}.pt") for r in (0, 1)]
+    return all_cases(str(tiny_model_dir), generator=str(tiny_mlm_dir)), ranks
 
 
 @pytest.mark.parametrize("case", list(CASES))
