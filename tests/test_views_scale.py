@@ -135,12 +135,12 @@ def test_tsdae_noise_matches_one_generator_over_the_corpus(small_batches) -> Non
     assert out["noisy"] == [tsdae_module.delete_words(t, 0.6, rng) for t in lines]
 
 
-N_MEMORY = 20_000
+N_MEMORY = 50_000
 
 
 @pytest.fixture(scope="module")
 def big_corpus() -> tuple[Dataset, int]:
-    """A Dataset of 20,000 lines (held by Arrow) and the UTF-8 size of its text."""
+    """A Dataset of 50,000 lines (held by Arrow) and the UTF-8 size of its text."""
     lines = _lines(N_MEMORY, seed=1)
     size = sum(len(s.encode()) for s in lines)
     ds = Dataset.from_dict({"text": lines})
@@ -161,7 +161,7 @@ def _traced_peak(fn) -> int:
 
 def test_build_cache_holds_a_shard_not_the_corpus(tmp_path, big_corpus) -> None:
     ds, size = big_corpus
-    peak = _traced_peak(lambda: augment.build_cache(ds, ["RandomDeletion"], tmp_path / "c", shard_size=400,
+    peak = _traced_peak(lambda: augment.build_cache(ds, ["RandomDeletion"], tmp_path / "c", shard_size=1000,
                                                     progress=False))
     assert peak < size / 3, f"traced peak {peak / 1e6:.1f} MB for {size / 1e6:.1f} MB of text"
 
