@@ -179,13 +179,9 @@ def distributed(model, case: Case, rank: int, world: int) -> dict:
 GENERATOR: list[str] = []  # DiffCSE's generator, a masked-LM folder (all_cases' ``generator``)
 
 
-def all_cases(model_dir: str, rank: int = 0, world: int = 1, generator: str | None = None) -> dict[str, dict]:
+def all_cases(model_dir: str, generator: str, rank: int = 0, world: int = 1) -> dict[str, dict]:
     """Every case in float64 (so two runs agree to float64 rounding); the global dtype and RNG are restored."""
-    GENERATOR[:] = [generator or os.environ["DIST_GENERATOR"]]
-    return _all_cases(model_dir, rank, world)
-
-
-def _all_cases(model_dir: str, rank: int, world: int) -> dict[str, dict]:
+    GENERATOR[:] = [generator]
     dtype = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)  # the heads too
     try:
@@ -297,7 +293,7 @@ def main(model_dir: str, out: str, train_args: list[str]) -> int:
         return cli(["train", *train_args])
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.save(all_cases(model_dir, rank, world), os.path.join(out, f"rank{rank}.pt"))
+    torch.save(all_cases(model_dir, os.environ["DIST_GENERATOR"], rank, world), os.path.join(out, f"rank{rank}.pt"))
     if not train_args:
         dist.destroy_process_group()
         return 0

@@ -56,7 +56,7 @@ def first_failure(logs: Path) -> str:
 def results(torchrun, tiny_model_dir, tiny_mlm_dir) -> tuple[dict, list[dict]]:
     """The one-process reference (whole batch) and each rank's results."""
     ranks = [torch.load(torchrun / f"rank{r}.pt") for r in (0, 1)]
-    return all_cases(str(tiny_model_dir), generator=str(tiny_mlm_dir)), ranks
+    return all_cases(str(tiny_model_dir), str(tiny_mlm_dir)), ranks
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -66,8 +66,8 @@ def _final_cell(final: dict[str, Any], seeds: int) -> str:
 
 def adapt_grid(_: str | None = None) -> list[str]:
     """Δ at the last step against the starting model, method × set, from the adaptation study."""
-    figures = study("adapt-curves")
-    sets, seeds = figures["sets"], figures["seeds"]
+    grid = study("adapt-curves")
+    sets, seeds = grid["sets"], grid["seeds"]
     columns = [(name, figures["tasks"][0]) for name, figures in sets.items()]
     header = ["method", *(f"{task} {_suite_of(task)}".strip() for _, task in columns)]
     rows = [[f"{METHOD_NAMES['start']} (score)",
