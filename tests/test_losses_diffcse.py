@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import reload_plainly, train_briefly
+from test_losses_mlm import authors_mask_tokens as simcse_mask_tokens
 from augcse.core.schema import RecipeError
 from augcse.losses import LOSSES, DiffCSELoss
 from augcse.losses import diffcse as diffcse_module
@@ -23,21 +24,8 @@ SENTENCES = ["The cat sat on the mat .", "He can swim very well .", "It rained a
 
 
 def authors_mask_tokens(tokenizer, inputs: torch.Tensor, probability: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """DiffCSE train.py, ``OurDataCollatorWithPadding.mask_tokens``, restated (special tokens: [CLS], [SEP])."""
-    inputs = inputs.clone()
-    labels = inputs.clone()
-    probability_matrix = torch.full(labels.shape, probability)
-    special = torch.tensor([[1 if t in (tokenizer.cls_token_id, tokenizer.sep_token_id) else 0 for t in row]
-                            for row in labels.tolist()], dtype=torch.bool)
-    probability_matrix.masked_fill_(special, value=0.0)
-    masked_indices = torch.bernoulli(probability_matrix).bool()
-    labels[~masked_indices] = -100
-    indices_replaced = torch.bernoulli(torch.full(labels.shape, 0.8)).bool() & masked_indices
-    inputs[indices_replaced] = tokenizer.convert_tokens_to_ids(tokenizer.mask_token)
-    indices_random = torch.bernoulli(torch.full(labels.shape, 0.5)).bool() & masked_indices & ~indices_replaced
-    random_words = torch.randint(len(tokenizer), labels.shape, dtype=torch.long)
-    inputs[indices_random] = random_words[indices_random]
-    return inputs, labels
+    """DiffCSE train.py, ``OurDataCollatorWithPadding.mask_tokens``: SimCSE's, with padding left maskable."""
+    return simcse_mask_tokens(tokenizer, inputs, probability, special=("cls", "sep"))
 
 
 def projection_mlp(loss: DiffCSELoss, x: torch.Tensor) -> torch.Tensor:

@@ -21,13 +21,17 @@ SENTENCES = ["The cat sat on the mat .", "He can swim very well .", "It rained a
 TENSORS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def authors_mask_tokens(tokenizer, inputs: torch.Tensor, probability: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """SimCSE train.py ``OurDataCollatorWithPadding.mask_tokens`` restated (80% [MASK], 10% random, 10% kept)."""
+def authors_mask_tokens(tokenizer, inputs: torch.Tensor, probability: float,
+                        special: tuple[str, ...] = ("cls", "sep", "pad")) -> tuple[torch.Tensor, torch.Tensor]:
+    """SimCSE train.py ``OurDataCollatorWithPadding.mask_tokens`` restated (80% [MASK], 10% random, 10% kept).
+
+    DiffCSE's train.py keeps the same function but leaves padding maskable: ``special=("cls", "sep")``.
+    """
     inputs, labels = inputs.clone(), inputs.clone()
     probability_matrix = torch.full(labels.shape, probability)
-    special = torch.tensor([[1 if t in (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
-                             else 0 for t in row] for row in labels.tolist()], dtype=torch.bool)
-    probability_matrix.masked_fill_(special, value=0.0)
+    special_ids = {getattr(tokenizer, f"{name}_token_id") for name in special}
+    mask = torch.tensor([[t in special_ids for t in row] for row in labels.tolist()], dtype=torch.bool)
+    probability_matrix.masked_fill_(mask, value=0.0)
     masked_indices = torch.bernoulli(probability_matrix).bool()
     labels[~masked_indices] = -100
     indices_replaced = torch.bernoulli(torch.full(labels.shape, 0.8)).bool() & masked_indices

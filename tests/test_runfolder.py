@@ -82,6 +82,36 @@ def test_unfinished_run_resumes_from_newest_complete_checkpoint_only(tmp_path):
     assert RunFolder(run).claim(RECIPE, resume=True).name == "checkpoint-4"
 
 
+class Killed(BaseException):
+    """Stands for SIGKILL arriving in the middle of a write (no ``except Exception`` may catch it)."""
+
+
+def test_a_kill_while_the_loss_state_is_written_leaves_the_checkpoint_incomplete(tmp_path, monkeypatch):
+    """The loss state is the last file of a checkpoint and its presence marks it complete: it appears whole,
+    in one rename, or not at all (a truncated one would be resumed from and fail to load)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from augcse.training.callbacks import LossStateCheckpoint
+
+    run = started(tmp_path / "run")
+    checkpoint(run, 2)
+    folder = checkpoint(run, 4, complete=False)  # the trainer has written its files; the callback writes the last
+
+    def cut_short(obj, f, *args, **kwargs):
+        f.write(b"PK\x03\x04 the first bytes of a zip")
+        raise Killed
+
+    monkeypatch.setattr(torch, "save", cut_short)
+    callback = LossStateCheckpoint(torch.nn.Linear(2, 2))
+    args, state = SimpleNamespace(output_dir=str(run)), SimpleNamespace(global_step=4, is_world_process_zero=True)
+    with pytest.raises(Killed):
+        callback.on_save(args, state, None)
+    assert not (folder / "loss_state.pt").exists()
+    assert latest_checkpoint(run).name == "checkpoint-2"
+
+
 def test_only_incomplete_checkpoints_give_the_same_answer_to_both(tmp_path):
     run = started(tmp_path / "run")
     checkpoint(run, 2, complete=False)

@@ -13,6 +13,7 @@ import torch
 import yaml
 from transformers import TrainerCallback
 
+from augcse.core.outputs import write_atomically
 from augcse.training.rundir import LOSS_STATE, RECIPE
 
 logger = logging.getLogger(__name__)
@@ -128,7 +129,8 @@ class LossStateCheckpoint(TrainerCallback):
             if self.recipe is not None:  # before the loss state, whose presence marks the checkpoint complete
                 (folder / RECIPE).write_text(yaml.safe_dump(self.recipe, sort_keys=False), encoding="utf-8")
             state_dict = {k: v for k, v in self.loss.state_dict().items() if not k.startswith("model.")}
-            torch.save(state_dict, folder / LOSS_STATE)
+            # in one rename: a kill while writing must not leave a truncated file that marks the folder complete
+            write_atomically(folder / LOSS_STATE, lambda handle: torch.save(state_dict, handle))
 
 
 class DrawEpoch(TrainerCallback):
