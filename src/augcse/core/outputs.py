@@ -92,6 +92,11 @@ def check_output_file(path: str | Path, what: str) -> Path:
     return path
 
 
+def write_text_atomically(path: Path, text: str) -> None:
+    """:func:`write_atomically` for a text file (UTF-8): a record whose presence says a step is done."""
+    write_atomically(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
 def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """``write`` fills a temporary file beside ``path``, which then replaces ``path`` in one rename.
 

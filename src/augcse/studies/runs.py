@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from augcse.core.outputs import write_text_atomically
 from augcse.training.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
 
 RESERVED_KEYS = {"name": "the run names come from the rows", "seed": "use --seeds", "output_dir": "use --output"}
@@ -353,7 +354,7 @@ def evaluate_model(model: str, pooler: str | None, tasks: str, data_dir: str | N
 
 def write_scores(path: Path, scores: dict[str, float]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"after": scores}, indent=2))
+    write_text_atomically(path, json.dumps({"after": scores}, indent=2))
 
 
 def _evaluate_model(run: Run, data_dir: str | None) -> None:
@@ -370,7 +371,7 @@ def _evaluate_model(run: Run, data_dir: str | None) -> None:
     write_scores(run.run_dir / "eval.json", scores)
     summary = {"name": run.row.name, "model": run.model, "pooler": pooler, "trained": False,
                **({"whiten": {"corpus": whiten.corpus, "dim": whiten.dim}} if whiten else {})}
-    (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text_atomically(run.run_dir / "summary.json", json.dumps(summary, indent=2))
 
 
 

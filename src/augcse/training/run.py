@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
 from augcse.core.loss_parameters import loss_models
-from augcse.core.outputs import free_bytes, mib, write_failure
+from augcse.core.outputs import free_bytes, mib, write_failure, write_text_atomically
 from augcse.models.load import check_readable
 from augcse.text.corpus_source import find_corpus, how_to_get
 from augcse.training.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, check_output_dir, validate_recipe
@@ -694,10 +694,10 @@ def finish(recipe: Recipe, setup: Setup, trainer, root: Path | None, corpus_path
             scores["after"] = evaluate(model, setup.after, root, recipe.eval.batch_size)
             print("\n" + format_table(scores), flush=True)
         record_versions(scores, "after", final, [setup.dev, setup.after], root)
-        (run_dir / "eval.json").write_text(json.dumps(scores, indent=2))
+        write_text_atomically(run_dir / "eval.json", json.dumps(scores, indent=2))
         write_model_card(final, recipe, scores, {**summary, "seconds": seconds()}, setup.loss)
         summary["seconds"] = seconds()
-        (run_dir / FINISHED).write_text(json.dumps(summary, indent=2))
+        write_text_atomically(run_dir / FINISHED, json.dumps(summary, indent=2))  # marks the run finished
     except Exception as exc:
         reason = write_failure(exc)
         if reason is None:
