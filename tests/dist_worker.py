@@ -264,6 +264,8 @@ def record_writes(out: str) -> None:
                 written.add(os.path.abspath(args[0]))
         elif event in changes and args and isinstance(args[0], (str, os.PathLike)):
             written.add(os.path.abspath(args[0]))
+            if event == "os.rename":  # os.replace too: a file written atomically is written under its final name
+                written.add(os.path.abspath(args[1]))
 
     def wrap(module, name: str) -> None:
         real = getattr(module, name)
