@@ -13,8 +13,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Under pytest-xdist (the README's ``-n 2``) the workers share the cores: each takes its share of threads
 # (read by torch when it loads, and by the processes the tests start), not a pool as large as the machine.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    _share = max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    from augcse.evaluation.workers import available_cores  # imports no torch: the share is set before torch loads
+
+    _share = max(1, available_cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
     os.environ.setdefault("OMP_NUM_THREADS", str(_share))
 # Tests start subprocesses in temporary folders: make relative data paths (e.g. ../shared/data) absolute.
 for _name in ("AUGCSE_DATA", "NLTK_DATA"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 from augcse.commands.main import begin_work
 from augcse.core.names import suggest
+from augcse.core.outputs import write_text_atomically
 
 STAGES = ("before", "after")  # the stages of a run's eval.json (augcse report and compare read them)
 # secondary metrics printed beside the main score and saved by --save-to as "task/metric"
@@ -98,9 +98,7 @@ def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "aft
         if before.get("model") == versions["model"]:
             versions = {**versions, "data": {**before.get("data", {}), **versions["data"]}}
         saved.setdefault(VERSIONS_KEY, {})[stage] = versions
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(saved, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(saved, indent=2))
     return path
 
 
