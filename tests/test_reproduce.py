@@ -94,6 +94,7 @@ def test_interrupted_reproduction_resumes_and_reports_the_runs_own_scores(tiny_m
 
     stopped = out / "simcse" / "roberta-base-s2"  # as if killed before its first complete checkpoint
     stopped.mkdir(parents=True, exist_ok=True)
+    (stopped / ".augcse-run").write_text("")  # claimed by augcse, as every run folder is
     (stopped / "log.jsonl").write_text("")
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

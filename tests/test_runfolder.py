@@ -67,7 +67,7 @@ def test_finished_run_needs_overwrite_which_empties_it(tmp_path):
         RunFolder(run).claim(RECIPE, resume=True)
     folder = RunFolder(run)
     assert folder.claim(RECIPE, overwrite=True) is None
-    assert [p.name for p in run.iterdir()] == [".lock"]
+    assert sorted(p.name for p in run.iterdir()) == [".augcse-run", ".lock"]  # emptied; still augcse's run
     folder.release()
 
 
@@ -200,7 +200,7 @@ def test_resume_auto_starts_resumes_restarts_and_refuses_as_one_command_line(tmp
     checkpoint(run, 4, complete=False)  # killed while saving its first checkpoint
     (run / "log.jsonl").write_text("{}\n")
     assert folder.claim(RECIPE, resume="auto") is None
-    assert [p.name for p in run.iterdir() if p.name != ".lock"] == []  # emptied: started again
+    assert [p.name for p in run.iterdir() if p.name not in (".lock", ".augcse-run")] == []  # emptied: started again
     folder.release()
     started(run)
     checkpoint(run, 2)

@@ -52,12 +52,14 @@ def _run_cli(args: argparse.Namespace) -> int:
             raise ValueError(f"unknown pooler {args.pooler!r}{suggest(args.pooler, POOLERS)}; "
                              f"choose one of {', '.join(POOLERS)}")
     from augcse.models.load import load_model
+    from augcse.models.module_types import make_portable
     from augcse.models.whitening import corpus_sentences, whiten_model
 
     sentences = corpus_sentences(args.corpus, args.limit, args.encoding)
     begin_work()
     model = whiten_model(load_model(args.model, pooler=args.pooler), sentences, args.dim, args.batch_size)
     model.save(str(out))
+    make_portable(out)
     print(f"wrote {out}: {args.model} whitened on {len(sentences)} sentences of {args.corpus} "
           f"({model.get_embedding_dimension()} dimensions)")
     return 0

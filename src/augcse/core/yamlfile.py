@@ -26,8 +26,58 @@ class DuplicateKeyError(yaml.YAMLError):
                 f"line {self.first}); YAML would keep only the last: remove one")
 
 
+# a document's aliases may expand it to this many values, or to this many times the values it writes if larger
+MAX_EXPANDED, MAX_EXPANSION = 100_000, 10
+
+
+class AliasBombError(yaml.YAMLError):
+    """Aliases that expand without bound (or refer to themselves); ``str()`` is one line."""
+
+    def __init__(self, mark: yaml.Mark, why: str) -> None:
+        super().__init__()
+        self.problem_mark, self.why = mark, why
+
+    def __str__(self) -> str:
+        return (f"line {self.problem_mark.line + 1}: {self.why}; write the values out instead of nesting aliases")
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
+def check_expansion(root: yaml.Node) -> None:
+    """Refuse a node graph whose aliases expand beyond the bounds above, or that holds a cycle."""
+    sizes: dict[int, int] = {}
+    distinct: set[int] = set()
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise AliasBombError(node.start_mark, "an alias refers to the value that contains it")
+        open_nodes.add(key)
+        distinct.add(key)
+        total = 1 + sum(size(child) for child in _children(node))
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    expanded = size(root)
+    if expanded > max(MAX_EXPANDED, MAX_EXPANSION * len(distinct)):
+        raise AliasBombError(root.start_mark, f"the document's aliases expand its {len(distinct):,} values to "
+                                              f"{expanded:,} (more than {MAX_EXPANSION}× and {MAX_EXPANDED:,})")
+
+
 class StrictLoader(_Base):
-    """A safe loader that refuses duplicate keys."""
+    """A safe loader that refuses duplicate keys and aliases that expand without bound."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        check_expansion(node)
+        return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
@@ -45,5 +95,15 @@ class StrictLoader(_Base):
 
 
 def load(text: str) -> Any:
-    """``yaml.safe_load`` that refuses a key written twice (:class:`DuplicateKeyError`, a ``yaml.YAMLError``)."""
+    """``yaml.safe_load`` that refuses a key written twice (:class:`DuplicateKeyError`) and aliases that expand
+    without bound (:class:`AliasBombError`), both ``yaml.YAMLError``."""
     return yaml.load(text, Loader=StrictLoader)
+
+
+def describe(exc: yaml.YAMLError) -> str:
+    """A YAML error as one line with where it is: ``line L, column C: what`` (the parser's own text is several)."""
+    if isinstance(exc, (DuplicateKeyError, AliasBombError)):
+        return str(exc)
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["not valid YAML"])[0]
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem

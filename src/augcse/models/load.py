@@ -1,4 +1,5 @@
-"""Loading a model for encoding and evaluation: any sentence-transformers folder or name, a damaged file named.
+"""Loading a model for encoding and evaluation: any sentence-transformers folder or name, a damaged file named,
+and never a folder's own code (:mod:`~augcse.models.module_types`).
 
 Its own module so that encoding (``augcse encode``) and evaluation (``augcse eval``) both load models
 without importing each other.
@@ -6,8 +7,11 @@ without importing each other.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from augcse.models.module_types import ForeignCode, check_folder, module_class
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -29,8 +33,6 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
         embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])
         assert embeddings.shape == (2, 384)
     """
-    from sentence_transformers import SentenceTransformer
-
     from augcse.assets.resolve import resolve_model
 
     location = resolve_model(name_or_path)
@@ -40,35 +42,60 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
                 else "give a sentence-transformers or Hugging Face model folder")
         raise ValueError(f"{folder} holds no model (no modules.json or config.json); {hint}")
     check_readable(folder)
+    own = check_folder(folder) if (folder / "modules.json").is_file() else {}
     try:
         if pooler is None:
-            return SentenceTransformer(location, trust_remote_code=own_modules_only(folder))
+            return assemble(folder, own) if own else _sentence_transformer(location)
         from augcse.models.poolers import build_sentence_transformer
 
         return build_sentence_transformer(location, pooler, max_seq_length=None)
     except Exception as exc:
-        damaged = damaged_weights(exc, location)
-        if damaged is None:
+        named = foreign_code(exc, location) or damaged_weights(exc, location)
+        if named is None:
             raise
-        raise damaged from None
+        raise named from None
 
 
-def own_modules_only(folder: Path) -> bool:
-    """Whether every module of a model folder outside sentence-transformers is augcse's own (the prompt pooler):
-    those classes are imported from the installed package, never from the folder, so they need no trust in
-    the folder's code (sentence-transformers ≥ 6 asks for ``trust_remote_code`` for any other package). A folder
-    holding any Python file is never trusted, since the flag would let its config's ``auto_map`` run it."""
-    import json
+def _sentence_transformer(location: str) -> SentenceTransformer:
+    from sentence_transformers import SentenceTransformer
 
-    try:
-        entries = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-        kinds = [str(e.get("type", "")) for e in entries]
-    except (OSError, ValueError, AttributeError):
-        return False
-    custom = [k for k in kinds if not k.startswith("sentence_transformers.")]
-    if any(folder.rglob("*.py")):
-        return False
-    return bool(custom) and all(k.startswith("augcse.models.") and k.count(".") >= 3 for k in custom)
+    return SentenceTransformer(location, trust_remote_code=False)
+
+
+def assemble(folder: Path, own: dict[str, type]) -> SentenceTransformer:
+    """The model of ``folder`` built module by module as sentence-transformers builds it, with augcse's own types
+    taken from the installed package (``own``: :func:`~augcse.models.module_types.check_folder`) and nothing
+    imported from the folder; its prompts and similarity function kept."""
+    from collections import OrderedDict
+
+    from sentence_transformers import SentenceTransformer
+
+    entries = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    modules = OrderedDict()
+    for entry in entries:
+        kind = own.get(entry["type"]) or module_class(entry["type"], folder / "modules.json")
+        modules[str(entry.get("name", len(modules)))] = kind.load(str(folder), subfolder=entry.get("path", ""),
+                                                                   trust_remote_code=False, local_files_only=True)
+    settings_file = folder / "config_sentence_transformers.json"
+    settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+    model = SentenceTransformer(modules=modules, prompts=settings.get("prompts") or None,
+                                default_prompt_name=settings.get("default_prompt_name"),
+                                similarity_fn_name=settings.get("similarity_fn_name"))
+    model.module_kwargs = {str(e["name"]): e["kwargs"] for e in entries if e.get("kwargs") and "name" in e} or None
+    return model
+
+
+def foreign_code(exc: BaseException, location: str | Path) -> ValueError | None:
+    """One line when a loader refused code the folder asks for (sentence-transformers or transformers ask for
+    ``trust_remote_code``, which augcse never gives); None otherwise."""
+    if isinstance(exc, ForeignCode):
+        return exc
+    text = str(exc)
+    if "trust_remote_code" not in text:
+        return None
+    return ForeignCode(f"{location}: the model asks to run code of its own ({text.splitlines()[0][:160]}); augcse "
+                       "never runs a model folder's code (only if you trust its author, load it with "
+                       "sentence-transformers' trust_remote_code=True)")
 
 
 # the endings of the weights files a model folder may hold (any of them is read by some loader)

@@ -86,7 +86,12 @@ def load_run(run_dir: str | Path) -> Run:
     run = Run(path.resolve())
     recipe_file = path / "recipe.yaml"
     if recipe_file.is_file():
-        loaded = yamlfile.load(recipe_file.read_text(encoding="utf-8"))
+        try:
+            loaded = yamlfile.load(recipe_file.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise NotARunError(f"{recipe_file}: not a readable recipe ("
+                               f"{yamlfile.describe(exc) if isinstance(exc, yaml.YAMLError) else exc}); augcse "
+                               "writes it at a run's start: was it edited or damaged?") from None
         run.recipe = loaded if isinstance(loaded, dict) else {}
     log_file = path / "log.jsonl"
     if log_file.is_file():

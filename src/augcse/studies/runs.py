@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from augcse.core.outputs import write_text_atomically
-from augcse.training.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
+from augcse.training.recipes.config import RUN_NAME, Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
 
 RESERVED_KEYS = {"name": "the run names come from the rows", "seed": "use --seeds", "output_dir": "use --output"}
 # what every planned run adds to its recipe, before the command line's overrides: a table trains on the corpus
@@ -180,6 +180,13 @@ def check_overrides(overrides: Sequence[str], reserved: dict[str, str] = RESERVE
             raise RecipeError(f"override {text!r}: {key} is set per run; {reserved[key]}")
 
 
+def check_folder_name(name: str, what: str) -> None:
+    """A set or row name names a folder under the output: the run-name rule, so no plan reaches outside it."""
+    if not isinstance(name, str) or not RUN_NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"{what} name {name!r} must be a folder name (letters, digits, '.', '_', '-', '+'; no "
+                         "'/' or '..'): it names the folder of its runs under the output")
+
+
 def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: Sequence[str],
               tasks: str | None = None, models: dict[str, str] | None = None,
               budgets: tuple[int, ...] = ()) -> list[Run]:
@@ -190,6 +197,7 @@ def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: 
     checkpoint_paths = models
     runs: list[Run] = []
     for row in rows:
+        check_folder_name(row.name, "row")
         if not row.trained:
             model = (checkpoint_paths or {}).get(row.evaluate.model, row.evaluate.model)
             runs.append(Run(row, None, root / row.name, model=model, tasks=tasks))
@@ -305,17 +313,18 @@ def execute(run: Run, data_dir: str | None, nproc: int = 1) -> bool:
 
 def _train(run: Run, data_dir: str | None, nproc: int) -> bool:
     from augcse.training.run import latest_checkpoint
+    from augcse.training.rundir import is_run_folder, mark_run_folder
 
     resume = latest_checkpoint(run.run_dir) is not None
     # a run stopped before its first complete checkpoint left nothing to keep: the plan owns its folders,
     # so it starts that run again (a run alive in the folder still holds its lock and is refused)
-    restart = not resume and run.run_dir.is_dir() and any(run.run_dir.iterdir())
+    restart = not resume and is_run_folder(run.run_dir) and any(run.run_dir.iterdir())
     if restart:
         print(f"{run.run_dir.name}: stopped before its first complete checkpoint; starting it again", flush=True)
     if nproc > 1 and run.recipe.eval.budgets:
         raise ValueError(f"{run.run_dir}: budgets are evaluated in one process; run with --nproc 1")
     if nproc > 1:
-        run.run_dir.mkdir(parents=True, exist_ok=True)
+        mark_run_folder(run.run_dir)  # refuses a folder augcse did not make
         (run.run_dir / "reproduce-recipe.yaml").write_text(run.recipe.to_yaml())
         completed = subprocess.run(torchrun_command(run, nproc, data_dir, resume, restart), check=False)
         if completed.returncode == 130:

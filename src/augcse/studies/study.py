@@ -33,7 +33,8 @@ from typing import Annotated, Any, Union
 import yaml
 from pydantic import AfterValidator, Field, model_validator
 
-from augcse.studies.runs import RESERVED_KEYS, Evaluate, Row, Run, check_overrides, plan_runs, run_all
+from augcse.studies.runs import (RESERVED_KEYS, Evaluate, Row, Run, check_folder_name, check_overrides, plan_runs,
+                                 run_all)
 from augcse.core.schema import Budgets, RecipeError, Section, validate
 from augcse.core import textfile, yamlfile
 
@@ -118,6 +119,9 @@ class GridSpec(Section):
             raise ValueError("tasks is required without 'sets' (e.g. tasks: SNIPS)")
         if START in self.rows:
             raise ValueError(f"rows.{START} is the starting model's name; use 'start:' or another name")
+        for kind, names in (("set", self.sets or {}), ("row", self.rows)):
+            for name in names:
+                check_folder_name(name, kind)
         recipes = [item.recipe for item in self.sets.values()] if self.sets is not None else [self.recipe]
         bare = next((name for name, row in self.rows.items() if not row.recipe and None in recipes), None)
         if bare is not None:
@@ -173,12 +177,10 @@ def load_grid(path: str | Path) -> Grid:
         raise FileNotFoundError(f"grid file {str(path)!r} does not exist")
     try:
         data = yamlfile.load(textfile.read_text(path, f"grid {path}"))
-    except yamlfile.DuplicateKeyError as exc:
+    except (yamlfile.DuplicateKeyError, yamlfile.AliasBombError) as exc:
         raise GridError(f"grid {path}: {exc}") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise GridError(f"grid {path}: not valid YAML{where}; fix the file") from None
+        raise GridError(f"grid {path}: not valid YAML: {yamlfile.describe(exc)}; fix the file") from None
     try:
         spec = validate(GridSpec, data, subject="grid key")
     except RecipeError as exc:

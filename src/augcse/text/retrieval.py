@@ -161,7 +161,7 @@ def build_neighbours(corpus: Sequence[str], queries: Sequence[str], model, k: in
 
 
 def _load(folder: Path, index_texts: list[str], queries: list[str]) -> Neighbours:
-    saved = np.load(folder / "neighbours.npz")
+    saved = np.load(folder / "neighbours.npz", allow_pickle=False)
     return Neighbours(index_texts, queries, saved["ids"], saved["scores"])
 
 

@@ -74,5 +74,5 @@ def wait_for(paths: Sequence[Path], what: str) -> None:
 
 def merged(folder: Path, shards: int) -> np.ndarray:
     """The shards' embeddings concatenated in shard order: the single-process matrix."""
-    parts = [np.load(shard_file(folder, i, shards)) for i in range(shards)]
+    parts = [np.load(shard_file(folder, i, shards), allow_pickle=False) for i in range(shards)]
     return np.concatenate([part for part in parts if len(part)])  # an empty shard has no width

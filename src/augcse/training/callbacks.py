@@ -242,7 +242,7 @@ class ScaleLearningRate(TrainerCallback):
 def restore_loss_state(loss: torch.nn.Module, checkpoint: Path) -> None:
     path = checkpoint / LOSS_STATE
     if path.is_file():
-        result = loss.load_state_dict(torch.load(path, map_location="cpu"), strict=False)
+        result = loss.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=False)
         if result.unexpected_keys:
             raise RuntimeError(
                 f"checkpoint {checkpoint} has loss parameters this loss lacks: {result.unexpected_keys[:3]}")

@@ -28,6 +28,7 @@ from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_
 from augcse.core.loss_parameters import loss_models
 from augcse.core.outputs import free_bytes, mib, write_failure, write_text_atomically
 from augcse.models.load import check_readable
+from augcse.models.module_types import make_portable
 from augcse.text.corpus_source import find_corpus, how_to_get
 from augcse.training.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, check_output_dir, validate_recipe
 from augcse.training.rundir import (FINISHED, RECIPE as RECIPE_FILE, RunFolder, RunFolderError, checkpoint_step, checkpoints,
@@ -690,6 +691,7 @@ def finish(recipe: Recipe, setup: Setup, trainer, root: Path | None, corpus_path
     final = run_dir / "final"
     try:
         model.save(str(final))
+        make_portable(final)  # plain sentence-transformers loads augcse's own modules from the folder
         if setup.after:
             scores["after"] = evaluate(model, setup.after, root, recipe.eval.batch_size)
             print("\n" + format_table(scores), flush=True)

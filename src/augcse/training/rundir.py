@@ -13,6 +13,11 @@ The states a folder can be in, and what ``augcse train`` does with each:
   complete checkpoint as ``--resume`` does, and starts again a folder of the *same* recipe that was stopped
   before its first complete checkpoint; a finished run or another recipe's folder is refused as above.
 
+Only a run augcse made is ever emptied or written into again: a folder holding the run marker (``.augcse-run``,
+written when a run claims a new or empty folder) or a ``recipe.yaml`` (runs made before the marker). Any other
+folder with files in it, and a run name that is a symbolic link, is refused in one line, with ``--overwrite``
+too, and emptying never follows a link.
+
 On success the run ends with ``final/`` and ``summary.json``; its checkpoints are removed unless the recipe sets
 ``keep_checkpoints``, and the lock file goes with the lock.
 
@@ -36,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 LOSS_STATE = "loss_state.pt"
 LOCK = ".lock"
+MARKER = ".augcse-run"  # written into every folder a run claims: what makes a folder one augcse may empty
 RECIPE = "recipe.yaml"
 FINISHED = "summary.json"
 # recipe keys a resumed run may change; the recipe it started with is kept as recipe.until-step-N.yaml
@@ -84,7 +90,33 @@ def checkpoint_step(checkpoint: Path) -> int:
 
 
 def _used(run_dir: Path) -> bool:
-    return run_dir.is_dir() and any(p.name != LOCK for p in run_dir.iterdir())
+    return run_dir.is_dir() and any(p.name not in (LOCK, MARKER) for p in run_dir.iterdir())
+
+
+def is_run_folder(path: Path) -> bool:
+    """Whether augcse made ``path`` as a run folder (its marker or its recipe.yaml, never through a link)."""
+    return (path.is_dir() and not path.is_symlink()
+            and any((path / name).is_file() and not (path / name).is_symlink() for name in (MARKER, RECIPE)))
+
+
+def refuse_foreign(path: Path) -> None:
+    """RunFolderError unless ``path`` may hold a run: absent, empty, or a run folder augcse made; never a link."""
+    if path.is_symlink():
+        raise RunFolderError(f"{path} is a symbolic link; augcse writes and removes runs only in folders it made: "
+                             "choose another name= or output_dir=")
+    if path.exists() and not path.is_dir():
+        raise RunFolderError(f"{path} exists and is not a folder; choose another name= or output_dir=")
+    if _used(path) and not is_run_folder(path):
+        raise RunFolderError(f"{path} holds files but is not an augcse run (no {MARKER} or {RECIPE}); augcse never "
+                             "writes into or removes a folder it did not make, --overwrite included: choose another "
+                             "name= or output_dir=")
+
+
+def mark_run_folder(path: Path) -> None:
+    """Create ``path`` (if needed) and mark it as a run folder augcse made."""
+    refuse_foreign(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / MARKER).write_text("an augcse run folder: augcse may empty it on --overwrite\n", encoding="utf-8")
 
 
 def changed_keys(stored: dict, current: dict, prefix: str = "") -> dict[str, tuple[Any, Any]]:
@@ -118,11 +150,13 @@ class RunFolder:
         start otherwise), False."""
         if resume and overwrite:
             raise RunFolderError("--resume and --overwrite contradict each other; pass one")
-        if self.path.exists() and not self.path.is_dir():
-            raise RunFolderError(f"{self.path} exists and is not a folder; choose another name= or output_dir=")
+        refuse_foreign(self.path)
         self._lock()
         try:
-            return self._check(recipe, resume, overwrite)
+            refuse_foreign(self.path)  # again under the lock: the folder may have changed in between
+            checkpoint = self._check(recipe, resume, overwrite)
+            mark_run_folder(self.path)
+            return checkpoint
         except RunFolderError:
             self.release()
             raise
@@ -218,8 +252,9 @@ class RunFolder:
         _HELD.add(handle)
 
     def _empty(self) -> None:
+        refuse_foreign(self.path)
         for child in self.path.iterdir():
-            if child.name == LOCK:
+            if child.name in (LOCK, MARKER):
                 continue
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
@@ -232,6 +267,7 @@ class RunFolder:
             return
         (self.path / LOCK).unlink(missing_ok=True)  # still held: no other run can take it in between
         if not _used(self.path):
+            (self.path / MARKER).unlink(missing_ok=True)
             try:
                 self.path.rmdir()
             except OSError:

@@ -361,11 +361,14 @@ def _validate_negatives(recipe: Recipe) -> None:
 def check_output_dir(recipe: Recipe) -> None:
     """The output folder (and the run folder, when it is one of its own: a mount, other permissions) can be
     written: a probe file, removed again; RecipeError naming ``output_dir`` otherwise."""
+    from augcse.training.rundir import RunFolderError, refuse_foreign
+
     try:
+        refuse_foreign(recipe.run_dir)  # before the probe below writes into it
         check_writable(recipe.output_dir, "recipe key 'output_dir':")
         if recipe.run_dir.is_dir():
             check_writable(recipe.run_dir, "recipe key 'output_dir': the run folder")
-    except ValueError as exc:
+    except (ValueError, RunFolderError) as exc:
         raise RecipeError(str(exc)) from None
 
 
@@ -387,7 +390,7 @@ def load_recipe(source: str | Path | None = None, name: str | None = None, overr
     try:
         values = yamlfile.load(read_text(path, f"recipe {path}"))
     except yaml.YAMLError as exc:
-        raise RecipeError(f"recipe {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise RecipeError(f"recipe {path} is not valid YAML: {yamlfile.describe(exc)}") from None
     except ValueError as exc:  # not UTF-8 text
         raise RecipeError(str(exc)) from None
     if values is None:
