@@ -135,20 +135,48 @@ def _download(server: Server, target: Path, *what: str) -> int:
     return main(["download", *what, "--data-dir", str(target), "--mirror", server.url])
 
 
-def test_every_source_lands_in_the_data_directory_layout_verified(server, data_dir, tmp_path, capsys):
+@pytest.fixture()
+def served_wiki1m_recorded(data_dir, monkeypatch):
+    """The server holds wiki1m's first lines, not the file whose sha256 is recorded: record the served copy."""
+    import hashlib
+
+    from augcse.assets import download
+
+    served = hashlib.sha256((data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_bytes()).hexdigest()
+    recorded = {**download.checksums(), "corpus/wiki1m_for_simcse.txt": served}
+    monkeypatch.setattr(download, "checksums", lambda: recorded)
+
+
+def test_every_file_a_source_installs_has_a_recorded_checksum(data_dir):
+    """Every single-file target, and every file of the data directory under a folder target, is recorded."""
+    recorded = checksums()
+    for source in sources():
+        for member in source.members:
+            if not member.target.endswith("/"):
+                assert member.target in recorded, member.target
+                continue
+            files = [str(p.relative_to(data_dir)) for p in (data_dir / member.target).rglob("*") if p.is_file()]
+            assert files and all(f in recorded for f in files), [f for f in files if f not in recorded]
+    assert all(url.startswith("https://") or "ixa2.si.ehu.es" in url or "alt.qcri.org" in url
+               for source in sources() for url in source.downloads.values())
+
+
+def test_every_source_lands_in_the_data_directory_layout_verified(server, data_dir, tmp_path, capsys,
+                                                                  served_wiki1m_recorded):
     target = tmp_path / "data"
     assert _download(server, target, "all") == 0
     out = capsys.readouterr().out
     recorded = checksums()
     installed = {str(p.relative_to(target)) for p in target.rglob("*") if p.is_file() and ".downloads" not in p.parts}
-    produced_and_recorded = installed & set(recorded)
+    produced_and_recorded = installed & set(recorded) - {"corpus/wiki1m_for_simcse.txt"}  # checked below
     assert len(produced_and_recorded) >= 150  # sts/original, SentEval STS12-16, transfer, clustering, intent
     for relpath in produced_and_recorded:
         assert (target / relpath).read_bytes() == (data_dir / relpath).read_bytes(), relpath
     for source in sources():
         assert source.licence in out
-    assert (target / "corpus/wiki1m_for_simcse.txt").is_file()
-    assert "without a recorded checksum" in out
+    wiki = (target / "corpus/wiki1m_for_simcse.txt").read_bytes()
+    assert wiki == (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_bytes()
+    assert "0 without a recorded checksum" in out
     assert not [p for p in target.iterdir() if p.name.startswith(".augcse-")]  # no staging folder left behind
     assert all(r is None for _, r in server.log)  # nothing was resumed: every file came whole
 
@@ -252,22 +280,52 @@ def test_an_unknown_name_is_refused_before_any_download(server, tmp_path, capsys
     assert server.log == [] and not (tmp_path / "data").exists()
 
 
-def test_a_file_whose_copies_differ_between_releases_is_installed_with_a_note(mirror_files, tmp_path, capsys):
-    """SentEval's STS-B files depend on the Moses version (downloads.yaml ``may_differ``): a copy unlike the
-    recorded one is installed and named, not refused (an ordinary file would be, see above)."""
+def _senteval_with(mirror_files, change) -> Server:
+    """A server whose senteval.tar has ``change`` applied to its ``{member name: bytes}``."""
     key = next(p for p in mirror_files if p.endswith("senteval.tar"))
     with tarfile.open(fileobj=io.BytesIO(mirror_files[key])) as archive:
         entries = {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
-    entries["STS/STSBenchmark/sts-dev.csv"] = entries["STS/STSBenchmark/sts-dev.csv"].replace(b" .", b".", 1)
-    server = Server({**mirror_files, key: _archive(key, entries)})
+    change(entries)
+    return Server({**mirror_files, key: _archive(key, entries)})
+
+
+def test_a_file_whose_copies_differ_between_releases_needs_to_be_accepted(mirror_files, tmp_path, capsys):
+    """SentEval's STS-B files depend on the Moses version (downloads.yaml ``may_differ``): a copy unlike the
+    recorded one is not fetched again (it is no corruption) but installs only with --accept-changed."""
+    changed = {}
+
+    def edit(entries):
+        entries["STS/STSBenchmark/sts-dev.csv"] = entries["STS/STSBenchmark/sts-dev.csv"].replace(b" .", b".", 1)
+        changed.update(entries)
+
+    server = _senteval_with(mirror_files, edit)
     try:
-        assert _download(server, tmp_path / "data", "STSBenchmark-dev") == 0
+        assert _download(server, tmp_path / "data", "STSBenchmark-dev") == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "sts-dev.csv differ from the recorded copies" in err[0] and "--accept-changed" in err[0]
+        assert not (tmp_path / "data" / "sts").exists()
+        assert main(["download", "STSBenchmark-dev", "--data-dir", str(tmp_path / "data"), "--mirror", server.url,
+                     "--accept-changed"]) == 0
     finally:
         server.close()
     out = capsys.readouterr().out
     assert "note: not the recorded copies" in out and out.count("STSBenchmark/sts-dev.csv") == 1
     installed = tmp_path / "data/sts/senteval/downstream/STS/STSBenchmark/sts-dev.csv"
-    assert installed.read_bytes() == entries["STS/STSBenchmark/sts-dev.csv"]
+    assert installed.read_bytes() == changed["STS/STSBenchmark/sts-dev.csv"]
+
+
+def test_an_extra_file_in_an_archive_folder_installs_nothing_unless_accepted(mirror_files, tmp_path, capsys):
+    server = _senteval_with(mirror_files, lambda entries: entries.update({"STS/STS12-en-test/extra.py": b"x = 1"}))
+    try:
+        assert _download(server, tmp_path / "data", "STSBenchmark-dev") == 1
+        err = capsys.readouterr().err
+        assert "1 file(s) have no recorded checksum (sts/senteval/downstream/STS/STS12-en-test/extra.py)" in err
+        assert not (tmp_path / "data" / "sts").exists()
+        assert main(["download", "STSBenchmark-dev", "--data-dir", str(tmp_path / "data"), "--mirror", server.url,
+                     "--accept-changed"]) == 0
+    finally:
+        server.close()
+    assert (tmp_path / "data/sts/senteval/downstream/STS/STS12-en-test/extra.py").is_file()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")

@@ -2,10 +2,12 @@
 
 Sources are data (``data/downloads.yaml``): official URLs, the files each yields in the data-directory
 layout and how they are converted (e.g. ``label<TAB>text`` to ``text,label`` CSV). Downloads resume with
-HTTP ``Range`` requests; a source is unpacked and converted into a temporary folder, every file with a
-recorded checksum (``data/checksums.sha256``, sha256 of the file as it lands in the data directory) is
-verified, and only then are the files moved into place, so the data directory never holds a half-unpacked
-source. A checksum failure discards the download and fetches it again, up to ``--retries`` times.
+HTTP ``Range`` requests; a source is unpacked and converted into a temporary folder, every file is verified
+against its recorded checksum (``data/checksums.sha256``, sha256 of the file as it lands in the data
+directory), and only then are the files moved into place, so the data directory never holds a half-unpacked
+source. A checksum failure discards the download and fetches it again, up to ``--retries`` times. A file
+without a recorded checksum, or one of the files whose copies differ between releases (``may_differ``) that
+is not the recorded copy, installs nothing unless the user says so (``accept_changed``, ``--accept-changed``).
 This is the only downloader: evaluation and training fetch an ``on_demand`` source through
 :func:`install_on_demand` when a file of it is missing.
 """
@@ -74,7 +76,7 @@ class Source:
     licence: str
     downloads: dict[str, str]
     members: tuple[Member, ...]
-    may_differ: frozenset[str] = frozenset()  # a checksum mismatch of these is reported, not refused
+    may_differ: frozenset[str] = frozenset()  # a mismatch of these is no corruption: not fetched again
     on_demand: bool = False  # fetched by evaluation/training when one of its files is missing
 
     def installs(self, path: str) -> Member | None:
@@ -295,8 +297,10 @@ def _verify(staging: Path, written: list[str]) -> tuple[list[str], int]:
 
 
 def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None = None, retries: int = 2,
-            log: Callable[[str], None] = print) -> list[str]:
-    """Fetch, convert, verify and move one source into ``data_dir``; returns the paths it installed."""
+            log: Callable[[str], None] = print, accept_changed: bool = False) -> list[str]:
+    """Fetch, convert, verify and move one source into ``data_dir``; returns the paths it installed.
+    ``accept_changed`` installs files with no recorded checksum and ``may_differ`` files unlike the recorded
+    copy (both refused otherwise); a corrupted file of any other kind is never installed."""
     log(f"{source.name} ({source.group.value}); licence: {source.licence}")
     cache_dir.mkdir(parents=True, exist_ok=True)
     for attempt in range(retries + 1):
@@ -323,8 +327,11 @@ def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None 
             except (zipfile.BadZipFile, tarfile.TarError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
                 written, bad, differ, unverified = [], [f"(unreadable download: {exc})"], [], 0
             if not bad:
+                unrecorded = [p for p in written if p not in checksums()]
+                if (differ or unrecorded) and not accept_changed:
+                    raise DownloadError(_unverified(source, differ, unrecorded))
                 if differ:
-                    log(f"  note: not the recorded copies the evaluation was measured on, installed anyway (this "
+                    log(f"  note: not the recorded copies the evaluation was measured on, installed as asked (this "
                         f"source's copies differ between releases; scores may differ slightly): {', '.join(differ)}")
                 for relpath in written:
                     final = data_dir / relpath
@@ -339,6 +346,15 @@ def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None 
             + (f"; downloading again ({attempt + 1}/{retries})" if attempt < retries else ""))
     raise DownloadError(f"{source.name}: files still differ from the recorded sha256 after {retries + 1} downloads "
                         f"({', '.join(bad[:3])}); the source may have changed: nothing was installed")
+
+
+def _unverified(source: Source, differ: list[str], unrecorded: list[str]) -> str:
+    """Why a download that is not corrupt still installs nothing, and the flag that installs it."""
+    parts = ([f"{', '.join(differ[:3])} differ from the recorded copies the evaluation was measured on (this "
+              "source's releases differ)"] if differ else [])
+    parts += [f"{len(unrecorded)} file(s) have no recorded checksum ({', '.join(unrecorded[:3])})"] if unrecorded else []
+    return (f"{source.name}: {'; '.join(parts)}; nothing was installed: pass --accept-changed to install them "
+            "anyway")
 
 
 def install_on_demand(path: str, root: Path) -> Path | None:

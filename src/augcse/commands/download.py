@@ -52,6 +52,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mirror", default=os.environ.get(MIRROR_ENV),
                         help=f"fetch MIRROR/host/path instead of each official URL (default: ${MIRROR_ENV})")
     parser.add_argument("--retries", type=int, default=2, help="downloads again after a checksum failure (default: 2)")
+    parser.add_argument("--accept-changed", action="store_true",
+                        help="install files that have no recorded sha256, or that differ from it where the source's "
+                             "releases are known to differ (SentEval's STS-B and SICK); refused otherwise")
     parser.set_defaults(func=_download_cli)
 
 
@@ -84,7 +87,7 @@ def _download_cli(args: argparse.Namespace) -> int:
     begin_work()
     try:
         for source in chosen:
-            install(source, data_dir, cache_dir, args.mirror, args.retries)
+            install(source, data_dir, cache_dir, args.mirror, args.retries, accept_changed=args.accept_changed)
     except DownloadError as exc:
         print(f"augcse download: error: {exc}", file=sys.stderr)
         return 1
