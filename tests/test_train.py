@@ -152,6 +152,7 @@ def test_second_run_without_resume_is_refused(tmp_path, tiny_model_dir, corpus):
     recipe = write_recipe(tmp_path / "r.yaml", tiny_model_dir, corpus, tmp_path / "runs")
     checkpoint = tmp_path / "runs" / "tiny" / "checkpoint-3"
     checkpoint.mkdir(parents=True)
+    (checkpoint.parent / ".augcse-run").write_text("")  # the marker every run folder gets when claimed
     (checkpoint / "trainer_state.json").write_text("{}")
     (checkpoint / "loss_state.pt").write_bytes(b"")
     result = augcse("train", str(recipe), cwd=tmp_path, check=False)

@@ -46,8 +46,10 @@ def modules_after_pooling(backbone: str) -> list[dict]:
 
 
 def load_after_pooling(backbone: str, entries: list[dict]) -> list[nn.Module]:
-    """The modules of ``entries`` loaded as the model was published, by sentence-transformers' own loaders."""
-    from sentence_transformers.util import import_module_class
+    """The modules of ``entries`` loaded as the model was published, by sentence-transformers' own loaders; only
+    sentence-transformers' and augcse's module types (:func:`~augcse.models.module_types.module_class`)."""
+    from augcse.models.module_types import module_class
 
-    return [import_module_class(entry["type"], backbone).load(backbone, subfolder=entry.get("path", ""))
+    return [module_class(entry["type"], f"{backbone}/modules.json").load(backbone, subfolder=entry.get("path", ""),
+                                                                         trust_remote_code=False)
             for entry in entries]
