@@ -69,3 +69,47 @@ def test_simcse_mlm_roberta_starts_from_the_checkpoints_head():
     for name in ("simcse-mlm-roberta-base", "simcse-mlm-bert-base"):
         terms = resolved(_rows("augcse")[name])["loss"]["params"]["terms"]
         assert terms[1]["params"]["head_init"] == "checkpoint", name
+
+
+def _kinds(paper: str, row: str) -> dict[str, str]:
+    from augcse.studies import paper_settings
+
+    return {s.key: s.kind for s in paper_settings.settings(paper, row)}
+
+
+def test_precision_and_clipping_follow_the_authors_loops():
+    """VaSCL's released loop: float32, no clipping; AugCSE's run script: float32. Stated as code, not open."""
+    for name in ("roberta-base", "distilroberta", "roberta-large", "simcse-roberta-base", "simcse-distilroberta",
+                 "simcse-roberta-large"):
+        training = resolved(_rows("vascl")[name])["training"]
+        assert (training["fp16"], training["max_grad_norm"]) == (False, 0.0), name
+        assert _kinds("vascl", name)["training.fp16"] == _kinds("vascl", name)["training.max_grad_norm"] == "code"
+    for name in ("bert-base", "bert-base-transfer", "roberta-base", "roberta-base-transfer"):
+        assert resolved(_rows("augcse")[name])["training"]["fp16"] is False, name
+        assert _kinds("augcse", name)["training.fp16"] == "code"
+
+
+def test_statuses_say_what_their_sources_support():
+    transfer = _kinds("augcse", "diffcse-bert-base-transfer")
+    assert {transfer[k] for k in ("training.learning_rate", "loss.params.rtd_weight", "loss.params.mask_ratio",
+                                  "training.num_train_epochs")} == {"open"}
+    assert _kinds("augcse", "diffcse-bert-base")["training.learning_rate"] == "code"  # the STS script's own row
+    cards = [(row, key) for row in ("roberta-base", "switch-case-only-roberta-base", "retrieval-only-roberta-base",
+                                    "roberta-large", "switch-case-only-roberta-large", "retrieval-only-roberta-large")
+             for key in ("data.views[0].p", "data.views[0].k") if _kinds("cards", row).get(key) not in (None, "open")]
+    assert len(cards) == 8 and all(_kinds("cards", row)[key] == "code" for row, key in cards)
+    assert _kinds("augcse", "bert-base")["loss.params.augmentations"] == "deviation"
+    assert _kinds("sda", "ct-bert-base")["training.lr_scheduler_type"] == "deviation"
+
+
+def test_esimcse_roberta_large_trains_with_run_sh_dropout():
+    config = resolved(_rows("cards")["esimcse-roberta-large"])["model"]["config"]
+    assert config == {"hidden_dropout_prob": 0.15, "attention_probs_dropout_prob": 0.15}
+    assert resolved(_rows("cards")["esimcse-roberta-base"])["model"]["config"]["hidden_dropout_prob"] == 0.1
+
+
+def test_promptberts_figure_is_a_mean_with_its_spread():
+    from augcse.studies.published import Reported, published
+
+    ref = published("cards/prompt-roberta-base")
+    assert (ref.reported, ref.scores["sts_avg"], ref.sd["sts_avg"]) == (Reported.MEAN, 79.15, 0.25)
