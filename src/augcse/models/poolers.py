@@ -27,6 +27,7 @@ from torch import nn
 from sentence_transformers.base.modules import Transformer
 from sentence_transformers.sentence_transformer.modules import Pooling, WeightedLayerPooling
 
+from augcse.models.backbone_config import check_config
 from augcse.models.published import (  # noqa: F401 (what a published folder holds; named here too)
     load_after_pooling, modules_after_pooling, published_max_seq_length,
 )
@@ -99,26 +100,6 @@ def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_lengt
     kept = load_after_pooling(backbone, after) if keep_after_pooling else []
     modules = [transformer, *spec.build(transformer.get_embedding_dimension(), num_layers), *kept]
     return SentenceTransformer(modules=modules)
-
-
-class ConfigKeyError(ValueError):
-    """A ``model.config`` key the backbone's config does not have."""
-
-
-def check_config(backbone: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``config`` if every key is a value of the backbone's config; ``Transformer`` would otherwise add an
-    unknown key as a new attribute that nothing reads, silently. Reads only ``config.json``."""
-    if not config:
-        return {}
-    from transformers import AutoConfig
-
-    known = AutoConfig.from_pretrained(backbone).to_dict()
-    unknown = [key for key in config if key not in known]
-    if unknown:
-        dropout = ", ".join(sorted(key for key in known if "dropout" in key)) or "none"
-        raise ConfigKeyError(f"recipe key 'model.config.{unknown[0]}': the backbone's config has no {unknown[0]} "
-                         f"(its dropout keys: {dropout})")
-    return dict(config)
 
 
 def freeze_fixed_weights(model: nn.Module) -> None:

@@ -190,7 +190,7 @@ def prompt_model(backbone: str, template: str | None = None, second_template: st
     replaces values of the backbone's config, as for every pooler."""
     from sentence_transformers import SentenceTransformer
 
-    from augcse.models.poolers import check_config
+    from augcse.models.backbone_config import check_config
     from augcse.models.published import load_after_pooling, modules_after_pooling, published_max_seq_length
 
     if max_seq_length is None:

@@ -57,7 +57,8 @@ def build_model(recipe: Recipe):
     """
     from sentence_transformers import SentenceTransformer
 
-    from augcse.models.poolers import ConfigKeyError, build_sentence_transformer, check_config, freeze_fixed_weights
+    from augcse.models.backbone_config import ConfigKeyError, check_config
+    from augcse.models.poolers import build_sentence_transformer, freeze_fixed_weights
 
     location = resolve_model(recipe.model.backbone)
     try:
