@@ -31,3 +31,22 @@ def test_an_unknown_config_key_is_refused_by_name(tiny_model_dir):
                                           r"\(its dropout keys: attention_probs_dropout_prob, classifier_dropout, "
                                           r"hidden_dropout_prob\)$"):
         build_model(recipe)
+
+
+def test_augcse_train_refuses_it_in_one_line_before_the_corpus_is_read(tiny_model_dir, data_dir, tmp_path, capsys,
+                                                                        caplog):
+    import logging
+
+    from augcse.commands.main import main
+
+    caplog.set_level(logging.INFO)
+    lines = (data_dir / "corpus/wiki1m_for_simcse.first11914.txt").read_text().splitlines()[:40]
+    (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n")
+    code = main(["train", "--recipe", "simcse-minilm", f"model.backbone={tiny_model_dir}",
+                 f"data.corpus={tmp_path / 'corpus.txt'}", "model.config.hidden_dropout=0.2",
+                 f"output_dir={tmp_path / 'runs'}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].endswith("recipe key 'model.config.hidden_dropout': the backbone's config has no "
+                                          "hidden_dropout (its dropout keys: attention_probs_dropout_prob, "
+                                          "classifier_dropout, hidden_dropout_prob)")
+    assert "read 40 lines" not in caplog.text and not (tmp_path / "runs" / "simcse-minilm").exists()

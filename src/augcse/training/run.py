@@ -244,12 +244,23 @@ def check_inputs(recipe: Recipe, root: Path | None) -> Path:
         check_readable(location)
     except ValueError as exc:
         raise RecipeError(f"recipe key 'model.backbone': {exc}") from None
+    _check_model_config(location, recipe)
     for name in loss_models(recipe.loss.name, recipe.loss.params or {}):  # DiffCSE's generator
         try:
             resolve_model(name)
         except AssetError as exc:
             raise RecipeError(f"recipe key 'loss.params.generator': {exc}") from None
     return corpus
+
+
+def _check_model_config(location: str, recipe: Recipe) -> None:
+    """``model.config``'s keys against the backbone's ``config.json`` (a few KB), before the corpus is read."""
+    from augcse.models.backbone_config import ConfigKeyError, check_config
+
+    try:
+        check_config(location, recipe.model.config)
+    except ConfigKeyError as exc:
+        raise RecipeError(str(exc)) from None
 
 
 def read_training_corpus(recipe: Recipe, corpus_path: Path):
