@@ -139,3 +139,96 @@ def test_recipe_description_ends_its_sentence(name):
     assert re.search(r"[.)]$", description) and not re.search(r"\b(App|Eq|Fig|Tab|Sec)\.$", description), description
     comment = yaml.safe_load((RECIPE_DIR / f"{name}.yaml").read_text())  # the file still parses
     assert comment["name"] == name
+
+
+# --------------------------------------------------------------------------- what the trainer and model receive
+
+TRAINED = [(p, r) for p, r in ROWS if r.trained]
+
+
+def trainer_received(recipe) -> dict[str, object]:
+    """``training.KEY`` → value for every argument of the trainer augcse builds for ``recipe`` that is not the
+    trainer's own default, and every argument augcse holds (``TRAINED_WITH``; the selection's only with a dev
+    task) whatever its value."""
+    import dataclasses
+    import enum
+
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    from augcse.training.run import TRAINED_WITH, training_arguments
+
+    args = training_arguments(recipe, has_dev=recipe.eval.dev is not None, total_steps=1000)
+    default = SentenceTransformerTrainingArguments(output_dir=args.output_dir)
+    plain = lambda value: value.value if isinstance(value, enum.Enum) else value  # noqa: E731
+    held = set(TRAINED_WITH) - ({"eval_steps", "load_best_model_at_end"} if recipe.eval.dev is None else set())
+    return {f"training.{field.name}": plain(getattr(args, field.name)) for field in dataclasses.fields(args)
+            if field.name in held or plain(getattr(args, field.name)) != plain(getattr(default, field.name))}
+
+
+def model_received(recipe, backbone) -> dict[str, object]:
+    """``model.config.KEY`` → value for every dropout of the encoder ``build_model`` builds for ``recipe``, on
+    ``backbone`` (the tiny BERT: the papers' BERT and RoBERTa configs name their dropouts alike)."""
+    from unittest import mock
+
+    from augcse.training import run
+
+    with mock.patch.object(run, "resolve_model", lambda name: str(backbone)):
+        model = run.build_model(recipe)
+    config = model[0].auto_model.config.to_dict()
+    return {f"model.config.{key}": value for key, value in config.items() if "dropout" in key}
+
+
+def unaccounted(paper: str, row, recipe, received: dict[str, object]) -> list[str]:
+    """Each received setting that is not exempt and has no status, or is not the status's value, or (a
+    backbone's value) is not stated in the recipe, so another backbone could change it."""
+    by_key = {s.key: s for s in paper_settings.settings(paper, row.name)}
+    stated = resolved(row, recipe)
+    out = []
+    for key, value in received.items():
+        if paper_settings.is_exempt(key):
+            continue
+        if key not in by_key:
+            out.append(f"{key} = {value!r}: no status")
+        elif not paper_settings._same(value, by_key[key].expected):
+            out.append(f"{key} = {value!r}: the table holds {by_key[key].expected!r}")
+        elif paper_settings.lookup(stated, key) is paper_settings.MISSING:
+            out.append(f"{key} = {value!r}: not stated in the recipe (the backbone's own)")
+    return out
+
+
+@pytest.mark.parametrize(("paper", "row"), TRAINED, ids=[f"{p}/{r.name}" for p, r in TRAINED])
+def test_every_setting_the_trainer_and_model_receive_has_a_status(paper, row, tiny_model_dir):
+    """Completeness from the other side: not the table's keys or the recipe's, but what the trainer is built
+    with and the dropout the built encoder has; a setting nobody listed, such as a dropout left to the
+    checkpoint, fails here."""
+    from augcse.studies.runs import PLAN_OVERRIDES
+    from augcse.training.recipes.config import load_recipe
+
+    recipe = load_recipe(None, row.recipe, [*row.overrides, *PLAN_OVERRIDES])
+    received = {**trainer_received(recipe), **model_received(recipe, tiny_model_dir)}
+    assert {"model.config.hidden_dropout_prob", "training.learning_rate", "training.fp16"} <= set(received)
+    assert not unaccounted(paper, row, recipe, received), f"{paper}/{row.name}: {unaccounted(paper, row, recipe, received)}"
+
+
+def test_a_dropout_without_status_or_recipe_value_fails(tiny_model_dir, monkeypatch):
+    """The derived check is real: ESimCSE-RoBERTa-large left at the checkpoint's dropout (no model.config) is
+    caught by name, as are a row left at the checkpoint's dropout and a row whose table lacks its status."""
+    from augcse.studies.runs import PLAN_OVERRIDES
+    from augcse.training.recipes.config import load_recipe
+
+    row = {r.name: r for r in papers()["cards"].rows}["esimcse-roberta-large"]
+    recipe = load_recipe(None, row.recipe, [*row.overrides, *PLAN_OVERRIDES, "model.config={}"])
+    problems = unaccounted("cards", row, recipe, model_received(recipe, tiny_model_dir))
+    assert problems == ["model.config.hidden_dropout_prob = 0.1: the table holds 0.15",
+                        "model.config.attention_probs_dropout_prob = 0.1: the table holds 0.15"]
+    row = {r.name: r for r in papers()["cards"].rows}["roberta-base"]
+    recipe = load_recipe(None, row.recipe, [*row.overrides, *PLAN_OVERRIDES, "model.config={}"])
+    assert unaccounted("cards", row, recipe, model_received(recipe, tiny_model_dir))[0] == \
+        "model.config.hidden_dropout_prob = 0.1: not stated in the recipe (the backbone's own)"
+    table = copy.deepcopy(paper_settings._table())
+    for profile in ("trained", "cards"):
+        del table["profiles"][profile]["model.config.hidden_dropout_prob"]
+    monkeypatch.setattr(paper_settings, "_table", lambda: table)
+    recipe = load_recipe(None, row.recipe, [*row.overrides, *PLAN_OVERRIDES])
+    assert unaccounted("cards", row, recipe, model_received(recipe, tiny_model_dir)) == \
+        ["model.config.hidden_dropout_prob = 0.1: no status"]

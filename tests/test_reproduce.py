@@ -274,7 +274,8 @@ def test_a_missing_corpus_is_refused_before_any_model_loads(data_dir, tmp_path, 
     assert main(["reproduce", "simcse", "--rows", "bert-base", "--seeds", "1", "--dry-run", "--json",
                  "--output", str(tmp_path), "--data-dir", str(data_dir)]) == 0
     (run,) = json.loads(capsys.readouterr().out)["runs"]
-    assert run["corpus"] == {"name": "corpus/wiki1m_for_simcse.txt", "file": None, "lines": None}
+    assert run["corpus"] == {"name": "corpus/wiki1m_for_simcse.txt", "file": None, "lines": None,
+                             "priced_lines": 1_000_000, "priced_on": "documented"}
     # a smaller corpus named on purpose: read, counted, priced, and shown as leaving the paper
     small = "corpus/wiki1m_for_simcse.first11914.txt"
     assert main(["reproduce", "simcse", f"data.corpus={small}", "--rows", "bert-base", "--seeds", "1", "--dry-run",
@@ -309,7 +310,8 @@ def test_coverage_table_is_generated_and_accounts_for_every_published_row():
               if "published" in entry}
     assert set(published_table()) == set(coverage.covered()) | listed
     assert not set(coverage.covered()) & listed  # a figure is either run or not
-    assert all(entry["reason"] for entries in coverage.not_covered().values() for entry in entries)
+    assert all(bool(entry.get("reason")) != bool(entry.get("held"))  # one reason or what holds the settings
+               for entries in coverage.not_covered().values() for entry in entries)
 
 
 def test_intent_rows_are_held_to_every_shot_setting(tiny_model_dir, data_dir, tmp_path, monkeypatch):
@@ -371,3 +373,26 @@ def test_the_dry_run_names_the_mini_batch_that_fits_a_gpu(capsys, monkeypatch):
                                              "mini_batch_size_to_fit": None}
     assert main(["reproduce", "vascl", "--gpu-memory", "40"]) == 2
     assert "--gpu-memory goes with --dry-run" in capsys.readouterr().err
+
+
+def test_reproducing_md_is_the_dry_run(tmp_path):
+    """docs/REPRODUCING.md's plan is the dry run's: each paper's run count and GPU-hours equal what
+    ``--dry-run --json`` gives on a machine without the corpora (priced on their documented line counts),
+    and a hand edit of the page's figures is undone by the generator."""
+    from augcse.commands import docs
+    from augcse.studies import reproduce_page
+    from augcse.studies.reproduce import DEFAULT_SEEDS, papers, plan, plan_json
+
+    for name, paper in papers().items():
+        runs = plan(paper, list(paper.rows), list(DEFAULT_SEEDS), tmp_path / "runs", [])
+        dry = plan_json(paper, runs, 1, data_dir=str(tmp_path))
+        figures = reproduce_page.paper_plan(paper)
+        assert (len(dry["runs"]), round(figures["gpu_hours"], 3)) == (figures["runs"], dry["gpu_hours_to_run"]), name
+        priced = {run["corpus"]["priced_on"] for run in dry["runs"] if run["corpus"]}
+        assert priced <= {"documented", "assumed"}, name
+    text = (Path(__file__).resolve().parents[1] / "docs" / "REPRODUCING.md").read_text(encoding="utf-8")
+    block = "\n".join(reproduce_page.plan_table())
+    assert block in text
+    row = next(line for line in block.splitlines() if line.startswith("| cards ("))
+    edited = text.replace(row, row.replace("| 55 |", "| 40 |"))
+    assert edited != text and docs.fill(edited) == text

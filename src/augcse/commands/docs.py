@@ -166,9 +166,20 @@ def fault_matrix(_: str | None = None) -> list[str]:
             "</details>"]
 
 
+def _reproduce(name: str) -> Callable[[str | None], list[str]]:
+    """A block of docs/REPRODUCING.md from the dry run (:mod:`augcse.studies.reproduce_page`), loaded on use."""
+    def block(arg: str | None) -> list[str]:
+        from augcse.studies import reproduce_page
+
+        return getattr(reproduce_page, name)(arg)
+
+    return block
+
+
 BLOCKS: dict[str, Callable[[str | None], list[str]]] = {
     "adapt-grid": adapt_grid, "adapt-set": adapt_set, "methods-minilm": methods_minilm, "grad-cache": grad_cache,
-    "fault-matrix": fault_matrix,
+    "fault-matrix": fault_matrix, "reproduce-plan": _reproduce("plan_table"),
+    "reproduce-settings": _reproduce("row_settings_excerpt"), "reproduce-checkpoints": _reproduce("checkpoints"),
 }
 
 

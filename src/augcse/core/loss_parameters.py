@@ -37,6 +37,8 @@ class ContrastiveParameters(Section):
 class SimCSEParameters(ContrastiveParameters):
     symmetric: bool = False
     hard_negative_weight: float = 0.0
+    # the other rows' embeddings of the query's own view are negatives too (NT-Xent: 2M − 1 candidates)
+    same_view_negatives: bool = False
 
 
 class SDAParameters(ContrastiveParameters):

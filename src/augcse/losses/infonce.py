@@ -136,6 +136,15 @@ def symmetric_info_nce(
     return (forward + backward) / 2
 
 
+def nt_xent(z1: Tensor, z2: Tensor, temperature: float = 0.05, gather: bool = True,
+            extra: Sequence[KeyBlock] = ()) -> Tensor:
+    """NT-Xent (SimCLR; VaSCL Eq. 1), both directions averaged: each view against its partner and the batch's
+    2M − 2 other embeddings of both views. Extra negative blocks join the ``z1`` direction only."""
+    forward = info_nce(z1, [KeyBlock(z2, gather=gather), KeyBlock(z1, "offdiag", gather=gather), *extra], temperature)
+    backward = info_nce(z2, [KeyBlock(z1, gather=gather), KeyBlock(z2, "offdiag", gather=gather)], temperature)
+    return (forward + backward) / 2
+
+
 def contrast(
     anchors: Tensor, positives: Tensor, extra: Sequence[KeyBlock] = (), temperature: float = 0.05,
     symmetric: bool = False, gather: bool = True, query_ids: Tensor | None = None,

@@ -90,7 +90,8 @@ class MLMLoss(RoleLoss):
             counterpart: BERT, RoBERTa and their kin).
         mask_ratio: share of tokens chosen for masking (0.15), replaced 80/10/10 by [MASK]/random/kept.
         head_init: ``checkpoint``: the backbone's own masked-LM head where its checkpoint has one (SimCSE's
-            BERT code), else fresh with a warning; ``fresh``: a newly initialised head (SimCSE's RoBERTa code).
+            code: BERT's copied from ``cls.predictions``, RoBERTa's loaded by name), else fresh with a warning;
+            ``fresh``: a newly initialised head.
         copies: independent maskings of each anchor (SimCSE's code masks both rows of its dropout pair: 2).
 
     References:

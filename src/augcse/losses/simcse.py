@@ -10,7 +10,7 @@ from torch import Tensor
 
 from augcse.core.loss_parameters import SimCSEParameters
 from augcse.losses.base import Contract, ContrastiveLoss, Role
-from augcse.losses.infonce import KeyBlock, contrast
+from augcse.losses.infonce import KeyBlock, contrast, nt_xent
 
 
 class SimCSELoss(ContrastiveLoss):
@@ -29,6 +29,8 @@ class SimCSELoss(ContrastiveLoss):
         temperature: τ (0.05 in the paper).
         head: train-only head: ``mlp`` (SimCSE's Linear+Tanh, the ``cls`` pooler), ``bn``, ``none``.
         symmetric: average with the positive→anchor direction.
+        same_view_negatives: the other rows' embeddings of the query's own view are negatives too, 2M − 1
+            candidates a row (NT-Xent, VaSCL's Eq. 1 and its SimCSE re-training); SimCSE's Eq. 1 has M.
         hard_negative_weight: ``log α`` added to the row's own hard-negative logit (0 means α = 1).
         gather_across_devices: gather positives/negatives across processes with gradients.
 
@@ -77,6 +79,7 @@ class SimCSELoss(ContrastiveLoss):
         super().__init__(model, **params)
         self.symmetric = self.config.symmetric
         self.hard_negative_weight = float(self.config.hard_negative_weight)
+        self.same_view_negatives = self.config.same_view_negatives
 
     @classmethod
     def contract_for(cls, params: Mapping[str, Any]) -> Contract:
@@ -89,10 +92,15 @@ class SimCSELoss(ContrastiveLoss):
         anchor, positive, *negatives = self.apply_head([pooled["anchor"], pooled["positive"], *negatives])
         g = self.gather_across_devices
         extra = [KeyBlock(n, "all", diag_offset=self.hard_negative_weight, gather=g) for n in negatives]
+        if self.same_view_negatives and self.symmetric:
+            return {"contrastive": nt_xent(anchor, positive, self.temperature, g, extra)}
+        if self.same_view_negatives:
+            extra = [KeyBlock(anchor, "offdiag", gather=g), *extra]
         return {"contrastive": contrast(anchor, positive, extra, self.temperature, self.symmetric, g)}
 
     def get_config_dict(self) -> dict[str, Any]:
         return {**super().get_config_dict(), "symmetric": self.symmetric,
+                "same_view_negatives": self.same_view_negatives,
                 "hard_negative_weight": self.hard_negative_weight,
                 "alpha": math.exp(self.hard_negative_weight)}
 

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from augcse.core.loss_parameters import VaSCLParameters
 from augcse.losses.base import Contract, ContrastiveLoss, Role
-from augcse.losses.infonce import KeyBlock, info_nce
+from augcse.losses.infonce import KeyBlock, info_nce, nt_xent
 
 
 def nearest_neighbours(embeddings: Tensor, k: int, similarity: Literal["dot", "cosine"] = "dot") -> Tensor:
@@ -145,10 +145,7 @@ class VaSCLLoss(ContrastiveLoss):
 
     def instance_loss(self, z1: Tensor, z2: Tensor) -> Tensor:
         """NT-Xent (paper Eq. 1) averaged over the 2B rows: partner view positive, all other views negative."""
-        g = self.gather_across_devices
-        forward = info_nce(z1, [KeyBlock(z2, gather=g), KeyBlock(z1, "offdiag", gather=g)], self.temperature)
-        backward = info_nce(z2, [KeyBlock(z1, gather=g), KeyBlock(z2, "offdiag", gather=g)], self.temperature)
-        return (forward + backward) / 2
+        return nt_xent(z1, z2, self.temperature, self.gather_across_devices)
 
     def probe_loss(self, e: Tensor, delta: Tensor, neighbours: Tensor) -> Tensor:
         """ℓ_N (paper Eq. 2): the perturbed view h(e+δ) against h(e) and the clean neighbours h(e_k)."""

@@ -17,7 +17,9 @@ A sentence-transformers backbone keeps the modules it was published with after p
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,6 +27,7 @@ from torch import nn
 from sentence_transformers.base.modules import Transformer
 from sentence_transformers.sentence_transformer.modules import Pooling, WeightedLayerPooling
 
+from augcse.models.backbone_config import check_config
 from augcse.models.published import (  # noqa: F401 (what a published folder holds; named here too)
     load_after_pooling, modules_after_pooling, published_max_seq_length,
 )
@@ -64,14 +67,15 @@ POOLERS: dict[str, Pooler] = {
 
 
 def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_length: int | None = 32,
-                               keep_after_pooling: bool = True):
+                               keep_after_pooling: bool = True, config: Mapping[str, Any] | None = None):
     """A SentenceTransformer of the Hugging Face encoder ``backbone`` with the named ``pooler``.
 
     A sentence-transformers model keeps the modules it was published with after its pooling (all-MiniLM-L6-v2:
     ``Normalize``, so the rebuilt model is unit-norm like the published one) unless ``keep_after_pooling`` is
     false; a plain encoder has none, and nothing is added to it. ``max_seq_length=None`` keeps the backbone's
     own maximum: the published one of a sentence-transformers model (all-MiniLM-L6-v2: 256, not its
-    tokenizer's 512), else the tokenizer's.
+    tokenizer's 512), else the tokenizer's. ``config`` replaces values of the backbone's config before its
+    weights load (a paper's dropout); a key the config does not have is refused (:func:`check_config`).
     """
     from sentence_transformers import SentenceTransformer
 
@@ -81,16 +85,17 @@ def build_sentence_transformer(backbone: str, pooler: str = "avg", max_seq_lengt
     if spec.prompt:  # the template's module replaces the encoder's: it tokenizes the sentence into the template
         from augcse.models.prompt import prompt_model  # prompt needs only augcse.models.published: no cycle
 
-        return prompt_model(backbone, max_seq_length=max_seq_length, keep_after_pooling=keep_after_pooling)
+        return prompt_model(backbone, max_seq_length=max_seq_length, keep_after_pooling=keep_after_pooling,
+                            config=config)
     if max_seq_length is None:
         max_seq_length = published_max_seq_length(backbone)
-    config_kwargs = {"output_hidden_states": True} if spec.layers is not None else None
+    config_kwargs = {**check_config(backbone, config), **({"output_hidden_states": True} if spec.layers else {})}
     after = modules_after_pooling(backbone)
     if after and not keep_after_pooling:  # Normalize: cosine scores are unchanged, K-means and dot products not
         names = " + ".join(str(e.get("type", "")).rsplit(".", 1)[-1] for e in after)
         logger.info("model %s rebuilt with pooler %s without its %s after pooling (model.normalize: false)",
                     backbone, pooler, names)
-    transformer = Transformer(backbone, max_seq_length=max_seq_length, config_kwargs=config_kwargs)
+    transformer = Transformer(backbone, max_seq_length=max_seq_length, config_kwargs=config_kwargs or None)
     num_layers = int(transformer.auto_model.config.num_hidden_layers)
     kept = load_after_pooling(backbone, after) if keep_after_pooling else []
     modules = [transformer, *spec.build(transformer.get_embedding_dimension(), num_layers), *kept]

@@ -51,8 +51,9 @@ class Paper:
 class Throughput:
     sentences_per_second: float
     source: str
-    corpus_sentences: int
+    corpus_sentences: int  # assumed where a corpus's line count is known neither here nor in ``corpora``
     large_slowdown: float
+    corpora: dict[str, dict[str, Any]] = field(default_factory=dict)  # corpus → {lines, source}
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def _plan_data() -> tuple[dict[str, Paper], Throughput]:
                     tuple(_row(name, r) for r in spec.get("checkpoints", ())))
         for name, spec in data["papers"].items()
     }
-    return papers, Throughput(**data["throughput"])
+    return papers, Throughput(**data["throughput"], corpora=data["corpora"])
 
 
 def papers() -> dict[str, Paper]:
@@ -156,10 +157,21 @@ def resolved(row: Row, recipe: Recipe | None = None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class CorpusFile:
-    """The file a trained run would read here, and its line count (None: not here)."""
+    """The file a trained run would read here and its line count (None: not here), and the lines its GPU-hours
+    are priced on: counted here, documented (``data/reproduce.yaml``, ``corpora``), or assumed (an estimate)."""
 
     path: Path | None
     lines: int | None
+    priced: int = 0
+    priced_on: str = "here"  # "here", "documented" or "assumed"
+
+
+def documented_lines(corpus: str) -> CorpusFile:
+    """A corpus not read here: priced on its documented line count, else on the assumed 10^6 (an estimate)."""
+    spec = throughput()
+    if corpus in spec.corpora:
+        return CorpusFile(None, None, int(spec.corpora[corpus]["lines"]), "documented")
+    return CorpusFile(None, None, spec.corpus_sentences, "assumed")
 
 
 @cache
@@ -171,7 +183,10 @@ def _count_lines(path: Path) -> int:
 def corpus_file(run: Run, data_dir: str | None) -> CorpusFile:
     """Where the run's ``data.corpus`` is on this machine and its lines; nothing downloaded or substituted."""
     path = find_corpus(run.recipe.data.corpus, data_dir)
-    return CorpusFile(path, None if path is None else _count_lines(path))
+    if path is None:
+        return documented_lines(run.recipe.data.corpus)
+    lines = _count_lines(path)
+    return CorpusFile(path, lines, lines, "here")
 
 
 def too_few_steps(run: Run, corpus_lines: int | None, nproc: int = 1) -> str | None:
@@ -190,8 +205,8 @@ def too_few_steps(run: Run, corpus_lines: int | None, nproc: int = 1) -> str | N
 
 
 def gpu_hours(run: Run, nproc: int = 1, corpus_lines: int | None = None) -> float:
-    """Training time at the documented throughput (:func:`throughput`) over ``corpus_lines`` (the file the
-    run reads; the paper's 10^6 sentences when it is not here); evaluation rows count as 0."""
+    """Training time at the documented throughput (:func:`throughput`) over ``corpus_lines`` (the lines a
+    :class:`CorpusFile` prices; the assumed 10^6 when None); evaluation rows count as 0."""
     if run.recipe is None:
         return 0.0
     spec = throughput()
@@ -429,12 +444,13 @@ def plan_json(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float |
     corpora = _corpora(runs, data_dir)
 
     def hours(run: Run) -> float:
-        return gpu_hours(run, nproc, corpora[id(run)].lines if run.trained else None)
+        return gpu_hours(run, nproc, corpora[id(run)].priced if run.trained else None)
 
     def corpus(run: Run) -> dict[str, Any] | None:
         found = corpora.get(id(run))
         return None if found is None else {"name": run.recipe.data.corpus, "file": str(found.path) if found.path else None,
-                                           "lines": found.lines}
+                                           "lines": found.lines, "priced_lines": found.priced,
+                                           "priced_on": found.priced_on}
 
     return {
         "paper": paper.name, "title": paper.title,
@@ -472,37 +488,10 @@ def _absent_loss_models(run) -> list[str]:
     return absent
 
 
-def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float | None = None,
-                  data_dir: str | None = None) -> str:
-    spec = throughput()
-    corpora = _corpora(runs, data_dir)
-    out = [f"{paper.title}", "", f"{len(runs)} runs:"]
-    for run in runs:
-        state = "done" if run.done else ("partial, resumes" if run.started else "to run")
-        if run.trained:
-            what = f"recipe {run.row.recipe} seed {run.seed}" + (f" + {' '.join(run.row.overrides)}" if run.row.overrides else "")
-            what += "".join(f"; {suite} evaluated through {pooler}" for suite, pooler in run.row.eval_poolers)
-            what += "".join(f"; {suite} evaluated after training, every metric" for suite in run.row.all_metrics)
-            found = corpora[id(run)]
-            what += (f"; reads {found.path} ({found.lines:,} lines)" if found.path else
-                     f"; corpus {run.recipe.data.corpus} NOT HERE ({how_to_get(run.recipe.data.corpus, data_dir)})")
-            what += "".join(f"; loss model {name} NOT HERE" for name in _absent_loss_models(run))
-            if (short := too_few_steps(run, found.lines, nproc)) is not None:
-                what += f"; {short}"
-        else:
-            what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler}) on {run.tasks or run.row.tasks_spec()}"
-            what += "".join(f"; {suite} with every metric" for suite in run.row.all_metrics)
-        kind = "main" if run.row.main else "ablation/baseline"
-        memory = f"; {describe_memory(gpu_memory(run, gpu_memory_gib))}" if run.trained else ""
-        hours = gpu_hours(run, nproc, corpora[id(run)].lines if run.trained else None)
-        out.append(f"  {run.run_dir}  [{kind}; {state}; {hours:.2f} GPU-h{memory}]  {what}")
-    out += ["", "Published figures compared with:"]
-    for row in dict.fromkeys(run.row for run in runs):
-        for ref in map(published, row.published):
-            figures = ", ".join(f"{k} {v:.2f}" + (f" ± {ref.sd[k]:.2f}" if k in ref.sd else "")
-                                for k, v in ref.scores.items() if k in headline_figures(row, ref))
-            out.append(f"  {row.name}: {ref.id} ({ref.source}; {ref.reported.value}): {figures}")
-    out += ["", "Settings per row (data/paper_settings.yaml), every effective key in one of four kinds:"]
+def describe_settings(paper: Paper, runs: list[Run]) -> list[str]:
+    """The dry run's settings per row: the stated and coded ones listed, open ones and deviations with their
+    reasons, and what the run's recipe holds differently from the table."""
+    out = []
     for entry in row_settings(paper, runs):
         out.append(f"  {entry['row']}:")
         by_key = {s.key: s for s in paper_settings.settings(paper.name, entry["row"])}
@@ -516,10 +505,47 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: flo
                 out.append(f"    {KIND_TITLES[kind]} ({len(entry[kind])}):")
                 out += [f"      {by_key[item['key']].describe()}" for item in entry[kind]]
         out += [f"    DIFFERS FROM THE TABLE: {text}" for text in entry["differs_from_table"]]
-    total = sum(gpu_hours(run, nproc, corpora[id(run)].lines if run.trained else None) for run in runs if not run.done)
+    return out
+
+
+def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: float | None = None,
+                  data_dir: str | None = None) -> str:
+    spec = throughput()
+    corpora = _corpora(runs, data_dir)
+    out = [f"{paper.title}", "", f"{len(runs)} runs:"]
+    for run in runs:
+        state = "done" if run.done else ("partial, resumes" if run.started else "to run")
+        if run.trained:
+            what = f"recipe {run.row.recipe} seed {run.seed}" + (f" + {' '.join(run.row.overrides)}" if run.row.overrides else "")
+            what += "".join(f"; {suite} evaluated through {pooler}" for suite, pooler in run.row.eval_poolers)
+            what += "".join(f"; {suite} evaluated after training, every metric" for suite in run.row.all_metrics)
+            found = corpora[id(run)]
+            what += (f"; reads {found.path} ({found.lines:,} lines)" if found.path else
+                     f"; corpus {run.recipe.data.corpus} NOT HERE ({how_to_get(run.recipe.data.corpus, data_dir)}; "
+                     + (f"priced on its documented {found.priced:,} lines)" if found.priced_on == "documented" else
+                        f"GPU-h an estimate on an assumed {found.priced:,} lines)"))
+            what += "".join(f"; loss model {name} NOT HERE" for name in _absent_loss_models(run))
+            if (short := too_few_steps(run, found.lines, nproc)) is not None:
+                what += f"; {short}"
+        else:
+            what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler}) on {run.tasks or run.row.tasks_spec()}"
+            what += "".join(f"; {suite} with every metric" for suite in run.row.all_metrics)
+        kind = "main" if run.row.main else "ablation/baseline"
+        memory = f"; {describe_memory(gpu_memory(run, gpu_memory_gib))}" if run.trained else ""
+        hours = gpu_hours(run, nproc, corpora[id(run)].priced if run.trained else None)
+        out.append(f"  {run.run_dir}  [{kind}; {state}; {hours:.2f} GPU-h{memory}]  {what}")
+    out += ["", "Published figures compared with:"]
+    for row in dict.fromkeys(run.row for run in runs):
+        for ref in map(published, row.published):
+            figures = ", ".join(f"{k} {v:.2f}" + (f" ± {ref.sd[k]:.2f}" if k in ref.sd else "")
+                                for k, v in ref.scores.items() if k in headline_figures(row, ref))
+            out.append(f"  {row.name}: {ref.id} ({ref.source}; {ref.reported.value}): {figures}")
+    out += ["", "Settings per row (data/paper_settings.yaml), every effective key in one of four kinds:"]
+    out += describe_settings(paper, runs)
+    total = sum(gpu_hours(run, nproc, corpora[id(run)].priced if run.trained else None) for run in runs if not run.done)
     out += ["", f"GPU-hours still to run: {total:.1f} at {spec.sentences_per_second:g} sentences/s per GPU "
-                f"(documented, not measured here: {spec.source}), over each corpus file's lines here "
-                f"({spec.corpus_sentences:,} where it is not here)"]
+                f"(documented, not measured here: {spec.source}), over each corpus file's lines here, else its "
+                f"documented line count (data/reproduce.yaml), else an assumed {spec.corpus_sentences:,} (an estimate)"]
     budget = f" against --gpu-memory {gpu_memory_gib:g} GiB" if gpu_memory_gib else " (--gpu-memory GiB checks them against a GPU)"
     out += [f"GPU memory per process{budget}: an estimate, {memory_model().source}"]
     return "\n".join(out)

@@ -53,19 +53,23 @@ def build_model(recipe: Recipe):
     false, the modules it was published with after pooling), or an ST folder as it is.
 
     ``model.max_seq_length`` truncates training batches only (the collator's ``max_length``); the
-    model keeps its own maximum, so evaluation sees whole sentences as SentEval does.
+    model keeps its own maximum, so evaluation sees whole sentences as SentEval does. ``model.config``
+    replaces values of the backbone's config (a paper's dropout) before the weights load.
     """
     from sentence_transformers import SentenceTransformer
 
+    from augcse.models.backbone_config import ConfigKeyError, check_config
     from augcse.models.poolers import build_sentence_transformer, freeze_fixed_weights
 
     location = resolve_model(recipe.model.backbone)
     try:
         if recipe.model.pooler is None:
-            model = SentenceTransformer(location)
+            model = SentenceTransformer(location, config_kwargs=check_config(location, recipe.model.config) or None)
         else:
             model = build_sentence_transformer(location, recipe.model.pooler, max_seq_length=None,
-                                               keep_after_pooling=recipe.model.normalize)
+                                               keep_after_pooling=recipe.model.normalize, config=recipe.model.config)
+    except ConfigKeyError as exc:
+        raise RecipeError(str(exc)) from None
     except (OSError, ValueError, KeyError) as exc:  # Hub errors are OSErrors; a bad folder a ValueError/KeyError
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise AssetError(f"recipe key 'model.backbone': {recipe.model.backbone!r} could not be loaded ({first}); "
@@ -241,12 +245,23 @@ def check_inputs(recipe: Recipe, root: Path | None) -> Path:
         check_readable(location)
     except ValueError as exc:
         raise RecipeError(f"recipe key 'model.backbone': {exc}") from None
+    _check_model_config(location, recipe)
     for name in loss_models(recipe.loss.name, recipe.loss.params or {}):  # DiffCSE's generator
         try:
             resolve_model(name)
         except AssetError as exc:
             raise RecipeError(f"recipe key 'loss.params.generator': {exc}") from None
     return corpus
+
+
+def _check_model_config(location: str, recipe: Recipe) -> None:
+    """``model.config``'s keys against the backbone's ``config.json`` (a few KB), before the corpus is read."""
+    from augcse.models.backbone_config import ConfigKeyError, check_config
+
+    try:
+        check_config(location, recipe.model.config)
+    except ConfigKeyError as exc:
+        raise RecipeError(str(exc)) from None
 
 
 def read_training_corpus(recipe: Recipe, corpus_path: Path):

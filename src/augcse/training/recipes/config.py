@@ -51,6 +51,9 @@ class ModelConfig(RecipeSection):
     # unit-norm embeddings as published); a plain encoder has none, and none is added; false drops them
     normalize: bool = True
     max_seq_length: PositiveInt = 32  # tokens per training sentence (truncation)
+    # the backbone's config values replaced before its weights load (hidden_dropout_prob: 0.15): what the
+    # encoder trains with where a paper's differs from the checkpoint's own; {}: the checkpoint's
+    config: dict[str, float | int | bool | str] = Field(default_factory=dict)
 
 
 class DataConfig(RecipeSection):
