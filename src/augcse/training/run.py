@@ -421,6 +421,7 @@ def build_setup(recipe: Recipe, root: Path | None, corpus_path: Path) -> Setup:
     loss = build_loss(recipe, model)
     # a rank waits for another building a shared cache as long as it would wait in a collective
     context = ViewContext(model=model, seed=recipe.seed, data_dir=root, run_dir=recipe.run_dir,
+                          cache_dir=Path(recipe.data.cache_dir) if recipe.data.cache_dir else None,
                           wait_seconds=float(recipe.training.get("ddp_timeout", WAIT_SECONDS)))
     train_dataset = build_views(corpus, recipe.data.views, context)
     bind_dataset(loss, train_dataset)  # columns by role, before the trainer starts
