@@ -195,13 +195,14 @@ def test_an_elastic_restart_resumes_and_ends_with_the_uninterrupted_weights(unin
 
 def test_only_rank_0_writes_the_run_files(uninterrupted):
     """The log, the records, the checkpoints' files and final/ with its card come from rank 0; rank 1 writes only
-    its own RNG state into each checkpoint (the trainer's, needed to resume it exactly), making the folder if it is first."""
+    its own RNG state into each checkpoint (the trainer's, needed to resume it exactly), making the folder if it is first,
+    and its own loss state where the loss holds one (a queue, running statistics)."""
     run = uninterrupted / "runs" / "run"
     written = {r: json.loads((uninterrupted / f"writes{r}.json").read_text()) for r in (0, 1)}
     inside = {r: {Path(p).relative_to(run).as_posix() for p in paths if Path(p).is_relative_to(run)}
               for r, paths in written.items()}
     assert {"log.jsonl", "summary.json", "final/README.md"} <= inside[0]
-    assert inside[1] and all(re.fullmatch(r"checkpoint-\d+(/rng_state_1\.pth)?", p) for p in inside[1]), inside[1]
+    assert inside[1] and all(re.fullmatch(r"checkpoint-\d+(/rng_state_1\.pth|/loss_state_1\.pt)?", p) for p in inside[1]), inside[1]
 
 
 @pytest.mark.parametrize("fault", ["nan:1:3", "enospc:0:4", "raise:1:3"])

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from augcse.core.sole_builder import sole_builder
 from augcse.text.retrieval_index import IndexChoice, build_index, searcher
 from augcse.text.retrieval_shards import merged, resolve_shards, save_array, shard_file, shard_rows, wait_for
 
@@ -114,12 +115,14 @@ class Neighbours:
 def build_neighbours(corpus: Sequence[str], queries: Sequence[str], model, k: int, cache_dir: str | Path,
                      min_words: int = 3, batch_size: int = 128, max_seq_length: int | None = None,
                      index: IndexChoice | None = None, shards: int | None = 1,
-                     shard: int | None = None) -> Neighbours:
+                     shard: int | None = None, wait_seconds: float | None = None) -> Neighbours:
     """Mine (or load from ``cache_dir``) the top-k neighbours of ``queries`` in the deduplicated ``corpus``,
     encoded cut at ``max_seq_length`` tokens (``None``: the model's own limit), searched with ``index``
-    (default: exact below 10^5 sentences), the encoding split into ``shards`` (see :func:`corpus_vectors`)."""
-    import faiss
+    (default: exact below 10^5 sentences), the encoding split into ``shards`` (see :func:`corpus_vectors`).
 
+    The process that builds the lists holds their folder's lock (:func:`augcse.core.sole_builder.sole_builder`):
+    other processes building the same lists (every rank of a job whose nodes do not share the shards) wait up to
+    ``wait_seconds`` and read them; processes that only encode a shard wait as long for the lists."""
     choice = index or IndexChoice()
     index_texts = dedupe_corpus(corpus, min_words)
     queries = list(dict.fromkeys(queries))
@@ -134,16 +137,30 @@ def build_neighbours(corpus: Sequence[str], queries: Sequence[str], model, k: in
         identity["index"] = approximate
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:20]
     folder = Path(cache_dir) / key
-    if (folder / "neighbours.npz").is_file():
-        logger.info("retrieval: reusing the cached neighbour lists in %s", folder)
-        return _load(folder, index_texts, queries)
-
     embeddings = Path(cache_dir) / "embeddings" / hashlib.sha256(json.dumps(
         [corpus_hash, fingerprint, batch_size, max_seq_length]).encode()).hexdigest()[:20]
-    vectors = corpus_vectors(index_texts, model, embeddings, batch_size, max_seq_length, *resolve_shards(shards, shard))
-    if vectors is None:  # this process encoded its shard; shard 0's process builds the lists
-        wait_for([folder / "neighbours.npz"], "the neighbour lists")
+    n_shards, own = resolve_shards(shards, shard)
+    if own not in (None, 0):  # this process encodes its shard; shard 0's process builds the lists
+        if not (folder / "neighbours.npz").is_file():
+            corpus_vectors(index_texts, model, embeddings, batch_size, max_seq_length, n_shards, own)
+            wait_for([folder / "neighbours.npz"], "the neighbour lists", wait_seconds)
         return _load(folder, index_texts, queries)
+    with sole_builder(folder, "the retrieval neighbour lists", wait_seconds):
+        if (folder / "neighbours.npz").is_file():
+            logger.info("retrieval: reusing the cached neighbour lists in %s", folder)
+            return _load(folder, index_texts, queries)
+        vectors = corpus_vectors(index_texts, model, embeddings, batch_size, max_seq_length, n_shards, own,
+                                 wait_seconds)
+        return _write_lists(folder, vectors, index_texts, queries, model, k, choice, approximate, min_words,
+                            batch_size, max_seq_length)
+
+
+def _write_lists(folder: Path, vectors: np.ndarray, index_texts: list[str], queries: list[str], model, k: int,
+                 choice: IndexChoice, approximate: dict | None, min_words: int, batch_size: int,
+                 max_seq_length: int | None) -> Neighbours:
+    """Index ``vectors``, search every query and write the index and lists into ``folder`` (the lists last)."""
+    import faiss
+
     index_ = build_index(vectors, choice)
     out_ids, out_scores = _search(index_, vectors, index_texts, queries, model, k, choice, batch_size, max_seq_length)
     folder.mkdir(parents=True, exist_ok=True)
@@ -166,7 +183,7 @@ def _load(folder: Path, index_texts: list[str], queries: list[str]) -> Neighbour
 
 
 def corpus_vectors(index_texts: list[str], model, folder: Path, batch_size: int, max_seq_length: int | None,
-                   shards: int, shard: int | None) -> np.ndarray | None:
+                   shards: int, shard: int | None, wait_seconds: float | None = None) -> np.ndarray | None:
     """The index sentences' embeddings, in order. One shard: encoded here, kept in memory. Several: each
     shard's file in ``folder`` is encoded by this process (``shard``; None: every missing one in turn) or
     another; shard 0's process (or the one doing all) waits for all and returns them merged, the others None."""
@@ -184,7 +201,7 @@ def corpus_vectors(index_texts: list[str], model, folder: Path, batch_size: int,
         logger.info("retrieval: encoded shard %d of %d (%d sentences) into %s", i, shards, len(texts), path)
     if shard not in (None, 0):
         return None
-    wait_for([shard_file(folder, i, shards) for i in range(shards)], f"the {shards} embedding shards")
+    wait_for([shard_file(folder, i, shards) for i in range(shards)], f"the {shards} embedding shards", wait_seconds)
     return merged(folder, shards)
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from augcse.core.sole_builder import WAIT_SECONDS, BuildWaitTimeout, wait_message
+
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 2.0  # how often a process waiting for another's file looks for it
@@ -60,16 +62,22 @@ def save_array(path: Path, array: np.ndarray) -> None:
     os.replace(partial, path)
 
 
-def wait_for(paths: Sequence[Path], what: str) -> None:
-    """Block until every path exists (written by other processes), saying now and then what is missing."""
+def wait_for(paths: Sequence[Path], what: str, timeout: float | None = None) -> None:
+    """Block until every path exists (written by other processes), saying now and then what is missing;
+    after ``timeout`` seconds (None: WAIT_SECONDS) raise :class:`BuildWaitTimeout` (one line)."""
+    seconds = WAIT_SECONDS if timeout is None else timeout
     started = last = time.monotonic()
     while missing := [p for p in paths if not p.exists()]:
+        if time.monotonic() - started >= seconds:
+            raise BuildWaitTimeout(wait_message(what, missing[0].parent, seconds,
+                                                f"the other processes to write {len(missing)} file(s), e.g. "
+                                                f"{missing[0].name} (the cache folder must be one they all see)"))
         if time.monotonic() - last >= REPORT_SECONDS:
             last = time.monotonic()
             logger.info("retrieval: waited %.0f s for %s: %d file(s) missing, e.g. %s (the other processes write "
                         "them; the cache folder must be one they all see)", last - started, what, len(missing),
                         missing[0])
-        time.sleep(POLL_SECONDS)
+        time.sleep(min(POLL_SECONDS, max(0.0, seconds - (time.monotonic() - started))))
 
 
 def merged(folder: Path, shards: int) -> np.ndarray:

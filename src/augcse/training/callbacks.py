@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
@@ -121,6 +123,10 @@ class LossStateCheckpoint(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         dist = torch.distributed
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            own = own_loss_state(self.loss)  # its own queue (ESimCSE's), its head's statistics
+            if own and not state.is_world_process_zero:
+                folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                write_atomically(folder / rank_loss_state(dist.get_rank()), lambda handle: torch.save(own, handle))
             # every rank writes its own RNG state into the checkpoint: it is complete (the loss state, written
             # last) only once they all have, or a resume would silently draw other dropout masks on that rank
             dist.barrier()
@@ -239,9 +245,24 @@ class ScaleLearningRate(TrainerCallback):
         logger.info("learning rate brought from the checkpoint's %g to %g", base[0], args.learning_rate)
 
 
+def rank_loss_state(rank: int) -> str:
+    """The file of a checkpoint holding rank ``rank``'s own loss state (rank 0's is in ``loss_state.pt``)."""
+    return f"loss_state_{rank}.pt"
+
+
+def own_loss_state(loss: torch.nn.Module) -> dict[str, Any]:
+    """What of the loss's state a process holds for itself: its buffers and extra state (ESimCSE's queue of its own
+    batches, a BN head's running statistics). Its parameters are the same on every process (gradients averaged)."""
+    parameters = {name for name, _ in loss.named_parameters()}
+    return {k: v for k, v in loss.state_dict().items() if not k.startswith("model.") and k not in parameters}
+
+
 def restore_loss_state(loss: torch.nn.Module, checkpoint: Path) -> None:
-    path = checkpoint / LOSS_STATE
-    if path.is_file():
+    """The loss's state from ``checkpoint``: rank 0's, then this rank's own where it saved one."""
+    rank = int(os.environ.get("RANK", "0"))
+    for path in [checkpoint / LOSS_STATE, *([checkpoint / rank_loss_state(rank)] if rank else [])]:
+        if not path.is_file():
+            continue
         result = loss.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=False)
         if result.unexpected_keys:
             raise RuntimeError(

@@ -422,6 +422,7 @@ def build_setup(recipe: Recipe, root: Path | None, corpus_path: Path) -> Setup:
     from augcse.models.load import damaged_weights
     from augcse.evaluation.suite import SuiteEvaluator
     from augcse.losses import bind_dataset
+    from augcse.core.sole_builder import WAIT_SECONDS
     from augcse.text.views import ViewContext, build_views
 
     corpus, stats = read_training_corpus(recipe, corpus_path)
@@ -434,7 +435,10 @@ def build_setup(recipe: Recipe, root: Path | None, corpus_path: Path) -> Setup:
             raise
         raise AssetError(f"recipe key 'model.backbone': {damaged}") from None
     loss = build_loss(recipe, model)
-    context = ViewContext(model=model, seed=recipe.seed, data_dir=root, run_dir=recipe.run_dir)
+    # a rank waits for another building a shared cache as long as it would wait in a collective
+    context = ViewContext(model=model, seed=recipe.seed, data_dir=root, run_dir=recipe.run_dir,
+                          cache_dir=Path(recipe.data.cache_dir) if recipe.data.cache_dir else None,
+                          wait_seconds=float(recipe.training.get("ddp_timeout", WAIT_SECONDS)))
     train_dataset = build_views(corpus, recipe.data.views, context)
     bind_dataset(loss, train_dataset)  # columns by role, before the trainer starts
     defaults = default_tasks(root)

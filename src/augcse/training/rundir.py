@@ -46,8 +46,8 @@ RECIPE = "recipe.yaml"
 FINISHED = "summary.json"
 # recipe keys a resumed run may change; the recipe it started with is kept as recipe.until-step-N.yaml
 RESUMABLE_CHANGES = ("training.learning_rate", "training.max_grad_norm", "skip_nonfinite_steps", "keep_checkpoints")
-# where the run folder is, not how it trains: a run moved to another disk resumes from its new place
-LOCATION = ("output_dir",)
+# where the run folder and its caches are, not how it trains: a run moved to another disk resumes from its new place
+LOCATION = ("output_dir", "data.cache_dir")
 
 
 # The lock files this process holds. A forked child (a dataloader worker) closes its copies at once: an

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # annotations only: importing the cache module loads no datas
     from datasets import Dataset
 
 from augcse.assets.resolve import AssetError, wordnet
+from augcse.core.sole_builder import sole_builder
 from augcse.text.augment.base import AugmentationError, get, resolve_names
 from augcse.text.augment.parse import parse
 
@@ -206,7 +207,8 @@ def _write_json(path: Path, data: Any) -> None:
 
 def build_cache(sentences: Texts, names: Sequence[str] | str, out_dir: str | os.PathLike, seed: int = 0,
                 shard_size: int = 5000, n_process: int = 1, params: dict[str, dict[str, Any]] | None = None,
-                overwrite: bool = False, progress: bool = True, allow_errors: bool = False) -> "Dataset":  # noqa: F821
+                overwrite: bool = False, progress: bool = True, allow_errors: bool = False,
+                wait_seconds: float | None = None) -> "Dataset":  # noqa: F821
     """Augment ``sentences`` with every augmentation in ``names`` into ``out_dir`` and return the dataset.
 
     The same key (corpus, names, params, seed) reuses or resumes what is in ``out_dir`` (rebuilt when the
@@ -215,9 +217,10 @@ def build_cache(sentences: Texts, names: Sequence[str] | str, out_dir: str | os.
     more than :data:`MAX_ERROR_RATE` of the sentences stops the build unless ``allow_errors``.
     A Dataset (or list) is read one shard's slice at a time, so the corpus need not fit in memory; only a
     stream without a length (a generator) is first made a list.
+    Processes building the same ``out_dir`` at once (torchrun's ranks) take turns
+    (:func:`augcse.core.sole_builder.sole_builder`): one builds, the others wait up to ``wait_seconds``, then read it.
     """
     from datasets import Dataset
-    from tqdm.auto import tqdm
 
     if not isinstance(sentences, (Dataset, Sequence)):
         sentences = list(sentences)
@@ -233,6 +236,17 @@ def build_cache(sentences: Texts, names: Sequence[str] | str, out_dir: str | os.
             aug.apply_safe(["A sentence."], seed)
     key = cache_key(sentences, names, params, seed)
     out = Path(out_dir)
+    with sole_builder(out, "the augmentation cache", wait_seconds):
+        return _build_locked(sentences, names, params, seed, key, found, out, shard_size, n_process, overwrite,
+                             progress, allow_errors)
+
+
+def _build_locked(sentences: Texts, names: list[str], params: dict[str, dict[str, Any]], seed: int, key: str,
+                  found: dict[str, str], out: Path, shard_size: int, n_process: int, overwrite: bool, progress: bool,
+                  allow_errors: bool) -> "Dataset":  # noqa: F821
+    """:func:`build_cache` past its checks, by the one process holding the cache's lock."""
+    from tqdm.auto import tqdm
+
     manifest = _read_manifest(out)
     if manifest is not None and manifest["key"] != key:
         if not overwrite:

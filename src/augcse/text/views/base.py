@@ -33,6 +33,7 @@ class ViewContext:
     data_dir: Path | None = None
     run_dir: Path | None = None
     cache_dir: Path | None = None
+    wait_seconds: float | None = None  # how long a process waits for another building a shared cache
 
 
 ViewBuilder = Callable[..., "Dataset"]
@@ -96,7 +97,7 @@ def cached_augmentations(sentences: Texts, names: Sequence[str], context: ViewCo
     key = cache_key(sentences, list(names), params or {}, seed)
     out = cache_root(context) / "augment" / key[:20]
     return build_cache(sentences, list(names), out, seed=seed, n_process=n_process, params=params,
-                       progress=False)
+                       progress=False, wait_seconds=context.wait_seconds)
 
 
 class RowDraws:

@@ -142,7 +142,7 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
                                       min_words=min_words, batch_size=batch_size,
                                       max_seq_length=retrieval_max_seq_length,
                                       index=IndexChoice(index, nprobe=nprobe, ef_search=ef_search, gpu=index_gpu),
-                                      shards=shards, shard=shard)
+                                      shards=shards, shard=shard, wait_seconds=context.wait_seconds)
         sampler = NegativeSampler(neighbours, sampling, s, seed)
         columns = negative_columns(negative_column, s)
         for column in columns:  # placeholders: the transform fills them per access

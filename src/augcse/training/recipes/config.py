@@ -71,6 +71,9 @@ class DataConfig(RecipeSection):
     min_words: NonNegativeInt = 1  # drop sentences with fewer words
     max_chars: PositiveInt | None = 10_000  # drop longer lines (broken corpus files)
     views: list[dict[str, Any]] = Field(default_factory=list)  # registered view builders, in order: [{name: …, …}]
+    # augmentation caches and retrieval indexes: null beside the runs (output_dir/.cache); a relative path is the
+    # working directory's, so each node of a job can keep them on its own disk (built once per node)
+    cache_dir: str | None = None
 
     @field_validator("fallback", mode="before")
     @classmethod
