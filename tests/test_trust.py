@@ -141,7 +141,16 @@ def by_eval(folder: Path, tmp: Path) -> int:
     return main(["eval", str(folder), "--tasks", "STSBenchmark-dev-original", "--json"])
 
 
-LOADERS = [by_load_model, by_load_model_with_pooler, by_encode, by_eval]
+def by_training_backbone(folder: Path, tmp: Path) -> None:
+    """A recipe's ``model.backbone``, as published (no pooler) and rebuilt with one."""
+    from augcse.training.recipes.config import load_recipe
+    from augcse.training.run import build_model
+
+    for pooler in ("null", "avg"):
+        build_model(load_recipe(None, "quickstart", [f"model.backbone={folder}", f"model.pooler={pooler}"]))
+
+
+LOADERS = [by_load_model, by_load_model_with_pooler, by_encode, by_eval, by_training_backbone]
 
 
 @pytest.fixture(scope="module")
@@ -175,9 +184,11 @@ def plain_folder(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 def _outcome(loader, folder: Path, tmp: Path, capsys: pytest.CaptureFixture) -> str | None:
     """None when it loaded; the refusal's text otherwise (a CLI's stderr, or the error's message)."""
+    from augcse.assets.resolve import AssetError
+
     try:
         code = loader(folder, tmp)
-    except ValueError as exc:
+    except (ValueError, AssetError) as exc:
         return str(exc)
     err = capsys.readouterr().err.strip()
     if code not in (None, 0):

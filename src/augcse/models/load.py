@@ -62,10 +62,11 @@ def _sentence_transformer(location: str) -> SentenceTransformer:
     return SentenceTransformer(location, trust_remote_code=False)
 
 
-def assemble(folder: Path, own: dict[str, type]) -> SentenceTransformer:
+def assemble(folder: Path, own: dict[str, type], config_kwargs: dict | None = None) -> SentenceTransformer:
     """The model of ``folder`` built module by module as sentence-transformers builds it, with augcse's own types
     taken from the installed package (``own``: :func:`~augcse.models.module_types.check_folder`) and nothing
-    imported from the folder; its prompts and similarity function kept."""
+    imported from the folder; its prompts and similarity function kept. ``config_kwargs`` replace values of the
+    backbone's config before its weights load, as sentence-transformers' own argument does."""
     from collections import OrderedDict
 
     from sentence_transformers import SentenceTransformer
@@ -75,7 +76,8 @@ def assemble(folder: Path, own: dict[str, type]) -> SentenceTransformer:
     for entry in entries:
         kind = own.get(entry["type"]) or module_class(entry["type"], folder / "modules.json")
         modules[str(entry.get("name", len(modules)))] = kind.load(str(folder), subfolder=entry.get("path", ""),
-                                                                   trust_remote_code=False, local_files_only=True)
+                                                                   trust_remote_code=False, local_files_only=True,
+                                                                   config_kwargs=config_kwargs)
     settings_file = folder / "config_sentence_transformers.json"
     settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
     model = SentenceTransformer(modules=modules, prompts=settings.get("prompts") or None,

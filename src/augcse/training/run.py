@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
 from augcse.core.loss_parameters import loss_models
 from augcse.core.outputs import free_bytes, mib, write_failure, write_text_atomically
-from augcse.models.load import check_readable
-from augcse.models.module_types import make_portable
+from augcse.models.load import assemble, check_readable
+from augcse.models.module_types import check_folder, make_portable
 from augcse.text.corpus_source import find_corpus, how_to_get
 from augcse.training.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, check_output_dir, validate_recipe
 from augcse.training.rundir import (FINISHED, RECIPE as RECIPE_FILE, RunFolder, RunFolderError, checkpoint_step, checkpoints,
@@ -64,7 +64,11 @@ def build_model(recipe: Recipe):
     location = resolve_model(recipe.model.backbone)
     try:
         if recipe.model.pooler is None:
-            model = SentenceTransformer(location, config_kwargs=check_config(location, recipe.model.config) or None)
+            # every module type resolved by augcse (one line for any other); augcse's own built from the package
+            own = check_folder(Path(location)) if Path(location, "modules.json").is_file() else {}
+            config = check_config(location, recipe.model.config) or None
+            model = (assemble(Path(location), own, config) if own else
+                     SentenceTransformer(location, trust_remote_code=False, config_kwargs=config))
         else:
             model = build_sentence_transformer(location, recipe.model.pooler, max_seq_length=None,
                                                keep_after_pooling=recipe.model.normalize, config=recipe.model.config)
