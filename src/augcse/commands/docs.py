@@ -180,6 +180,7 @@ BLOCKS: dict[str, Callable[[str | None], list[str]]] = {
     "adapt-grid": adapt_grid, "adapt-set": adapt_set, "methods-minilm": methods_minilm, "grad-cache": grad_cache,
     "fault-matrix": fault_matrix, "reproduce-plan": _reproduce("plan_table"),
     "reproduce-settings": _reproduce("row_settings_excerpt"), "reproduce-checkpoints": _reproduce("checkpoints"),
+    "reproduce-memory": _reproduce("memory_excerpt"),
 }
 
 

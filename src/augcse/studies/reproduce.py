@@ -488,6 +488,13 @@ def _absent_loss_models(run) -> list[str]:
     return absent
 
 
+def run_status(run: Run, state: str, hours: float, gpu_memory_gib: float | None = None) -> str:
+    """A run's bracket in the dry run: main or baseline, its state, GPU-hours and (trained) GPU memory."""
+    kind = "main" if run.row.main else "ablation/baseline"
+    memory = f"; {describe_memory(gpu_memory(run, gpu_memory_gib))}" if run.trained else ""
+    return f"[{kind}; {state}; {hours:.2f} GPU-h{memory}]"
+
+
 def describe_settings(paper: Paper, runs: list[Run]) -> list[str]:
     """The dry run's settings per row: the stated and coded ones listed, open ones and deviations with their
     reasons, and what the run's recipe holds differently from the table."""
@@ -530,10 +537,8 @@ def describe_plan(paper: Paper, runs: list[Run], nproc: int, gpu_memory_gib: flo
         else:
             what = f"evaluate {run.model} (pooler {run.row.evaluate.pooler}) on {run.tasks or run.row.tasks_spec()}"
             what += "".join(f"; {suite} with every metric" for suite in run.row.all_metrics)
-        kind = "main" if run.row.main else "ablation/baseline"
-        memory = f"; {describe_memory(gpu_memory(run, gpu_memory_gib))}" if run.trained else ""
         hours = gpu_hours(run, nproc, corpora[id(run)].priced if run.trained else None)
-        out.append(f"  {run.run_dir}  [{kind}; {state}; {hours:.2f} GPU-h{memory}]  {what}")
+        out.append(f"  {run.run_dir}  {run_status(run, state, hours, gpu_memory_gib)}  {what}")
     out += ["", "Published figures compared with:"]
     for row in dict.fromkeys(run.row for run in runs):
         for ref in map(published, row.published):

@@ -91,3 +91,21 @@ def checkpoints(_: str | None = None) -> list[str]:
             out.append(f"- `augcse reproduce {name} --checkpoints --rows {row.name}`: `{row.evaluate.model}` "
                        f"through `{row.evaluate.pooler}`, held to {refs}")
     return out
+
+
+def memory_excerpt(arg: str | None) -> list[str]:
+    """``PAPER_ROW--ROW_GIB``: each row's first run as the dry run lists it with ``--gpu-memory GIB`` (its
+    GPU-hours priced on the documented line count), e.g. ``vascl_roberta-base--roberta-large_40``."""
+    from augcse.studies.reproduce import run_status
+
+    parts = (arg or "").split("_")
+    if len(parts) != 3 or parts[0] not in papers() or not parts[2].isdigit():
+        raise SystemExit(f"reproduce-memory: give PAPER_ROW--ROW_GIB (e.g. vascl_roberta-base--roberta-large_40), "
+                         f"got {arg!r}")
+    name, rows, budget = parts[0], parts[1].split("--"), float(parts[2])
+    runs = _runs(papers()[name], rows, (1,))
+    out = ["```", f"augcse reproduce {name} --dry-run --gpu-memory {budget:g} --rows {','.join(rows)}"]
+    for run in runs:
+        hours = gpu_hours(run, 1, documented_lines(run.recipe.data.corpus).priced)
+        out.append(f"  {run.run_dir}  {run_status(run, 'to run', hours, budget)}  …")
+    return [*out, "```"]
