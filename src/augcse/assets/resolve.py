@@ -148,7 +148,12 @@ def _embedded_path(relpath: str) -> Path | None:
 
 
 def resolve_data(relpath: str, data_dir_: str | os.PathLike | None = None, download: bool = True) -> Path:
-    """Find a data file by its data-directory relative path (e.g. ``"sts/senteval/..."``)."""
+    """Find a data file by its data-directory relative path (e.g. ``"sts/senteval/..."``); an absolute path is a
+    user's own file (``clustering:PATH``), found where it is whether or not there is a data directory."""
+    if Path(relpath).is_absolute():
+        if Path(relpath).is_file():
+            return Path(relpath)
+        raise AssetError(f"file {relpath} does not exist (or is not a file)")
     tried = []
     root = data_dir(data_dir_)
     if root is not None:
