@@ -257,17 +257,17 @@ def _shuffled(dataset: Dataset, seed: int, keep: int, out: Path) -> Dataset:
 
     The permutation is shuffled as an array of row numbers: the swaps depend on the length alone, so the
     rows come out as the sentences would in a shuffled list, in 8 bytes per row instead of the strings. Rows
-    are gathered a batch at a time by Arrow's ``take`` on the memory-mapped table (``Dataset.select`` would
-    turn the whole permutation into a Python list, and ``datasets``' row queries gather in Python).
+    are gathered a batch at a time (``Dataset.select`` would turn the whole permutation into a Python list; Arrow's
+    ``take`` on the chunked table first concatenates its chunks, the whole text in memory).
     """
     order = np.arange(len(dataset), dtype=np.int64)
     random.Random(seed).shuffle(order)
-    table = dataset.data.table
+    rows = dataset.with_format("arrow")
     with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_stream(sink, SCHEMA) as writer:
         for start in range(0, keep, BATCH_LINES):
-            writer.write_table(table.take(order[start:min(start + BATCH_LINES, keep)]).combine_chunks())
+            writer.write_table(rows[order[start:min(start + BATCH_LINES, keep)]].combine_chunks())
     source = Path(dataset.cache_files[0]["filename"])
-    del dataset, table
+    del dataset, rows
     source.unlink()  # the unshuffled copy (a mapping of it stays valid until dropped)
     return Dataset.from_file(str(out))
 
