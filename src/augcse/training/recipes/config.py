@@ -12,7 +12,7 @@ import os
 import re
 import types
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
@@ -26,6 +26,9 @@ from augcse.core.schema import (
     RecipeError, Section, validate,
 )
 from augcse.core.textfile import read_text
+
+# numpy's generator, which the trainer seeds along with Python's and torch's, takes seeds below 2**32
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 RECIPE_DIR = Path(__file__).parent
 DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
@@ -111,7 +114,7 @@ class EvalConfig(RecipeSection):
 
 class Recipe(RecipeSection):
     name: str = "run"  # the run folder's name: output_dir/name
-    seed: NonNegativeInt = 42  # data order, dropout, views and initialisation
+    seed: Seed = 42  # data order, dropout, views and initialisation
     output_dir: str = "runs"  # folder holding the run folders
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
@@ -157,8 +160,6 @@ class TrainingRanges(Section):
     weight_decay: NonNegativeFloat | None = None
     warmup_steps: NonNegativeFloat | None = None
     warmup_ratio: Probability | None = None
-    seed: NonNegativeInt | None = None
-    data_seed: NonNegativeInt | None = None
     max_grad_norm: NonNegativeFloat | None = None
     max_steps: int | None = None  # -1: train for num_train_epochs
 
@@ -168,6 +169,9 @@ class TrainingRanges(Section):
         if value is not None and value < 1 and value != -1:
             raise ValueError(f"must be a positive integer (or -1 for epochs), got {value}")
         return value
+
+
+SEED_KEYS = ("seed", "data_seed")  # trainer arguments set from the recipe's ``seed``, never on their own
 
 
 def _training_hints() -> dict[str, Any]:
@@ -180,6 +184,9 @@ def _validate_training(training: dict) -> None:
     """Every ``training.*`` key is a trainer argument of the trainer's type; named loggers are installed."""
     hints = _training_hints()
     for key in training:
+        if key in SEED_KEYS:  # one setting, one spelling: the trainer's seeds are the recipe's seed
+            raise RecipeError(f"recipe key 'training.{key}': the run's seed is the recipe key 'seed' (it seeds the "
+                              f"data order, dropout, views and the trainer alike); write seed={training[key]} instead")
         if key not in hints or key == "output_dir":
             raise RecipeError(
                 f"unknown recipe key 'training.{key}'{suggest(key, hints)}: not a SentenceTransformerTrainingArguments "
@@ -337,9 +344,19 @@ def validate_recipe(values: dict | Recipe, check_output: bool = False) -> Recipe
     if check_output:
         check_output_dir(recipe)
     _validate_training(recipe.training)
+    check_budgets_reached(recipe, recipe.training.get("max_steps", -1))
     _validate_negatives(recipe)
     _validate_components(recipe)
     return recipe
+
+
+def check_budgets_reached(recipe: Recipe, steps: int) -> None:
+    """``eval.budgets`` past the run's last step would never be scored, though a study's plan lists them:
+    refused (``steps`` -1: not known yet, checked again once the corpus is read)."""
+    past = [budget for budget in recipe.eval.budgets if 0 < steps < budget]
+    if past:
+        raise RecipeError(f"recipe key 'eval.budgets': {', '.join(map(str, past))} past the run's last step {steps} "
+                          "would never be scored; drop them, or raise training.max_steps (or data.limit)")
 
 
 def _validate_negatives(recipe: Recipe) -> None:
