@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
 from augcse.core.loss_parameters import loss_models
 from augcse.core.outputs import free_bytes, mib, write_failure, write_text_atomically
+from augcse.core.sanity import SAMPLE, check_distinct, check_text
 from augcse.models.load import check_readable
 from augcse.text.corpus_source import find_corpus, how_to_get
 from augcse.training.recipes.config import (DEFAULT_CORPUS, Recipe, RecipeError, check_budgets_reached, check_output_dir,
@@ -256,10 +257,15 @@ def read_training_corpus(recipe: Recipe, corpus_path: Path):
     options = {k: getattr(recipe.data, k) for k in ("limit", "shuffle", "dedupe", "min_words", "max_chars")}
     corpus, stats = load_corpus(corpus_path, column=recipe.data.column, seed=recipe.seed, **options)
     batch = int(recipe.training.get("per_device_train_batch_size", 64)) * world_size()
+    sample = corpus.select(range(min(SAMPLE, len(corpus))))["text"]
+    check_text(str(corpus_path), sample, stats.read, stats.skipped["undecodable"] + stats.skipped["malformed"])
     if stats.kept < batch:
         raise RecipeError(f"corpus {corpus_path} leaves {stats.kept} usable rows ({stats.summary()}), fewer than one "
                           f"batch of {batch}; fix the file or data.column, or lower "
                           "training.per_device_train_batch_size")
+    warning = check_distinct(str(corpus_path), sample, batch)
+    if warning:
+        logger.warning(warning)
     return corpus, stats
 
 
