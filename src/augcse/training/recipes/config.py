@@ -7,6 +7,7 @@ Command-line overrides use dotted keys: ``training.learning_rate=1e-5 data.limit
 
 from __future__ import annotations
 
+import copy
 import enum
 import os
 import re
@@ -400,7 +401,8 @@ def load_recipe(source: str | Path | None = None, name: str | None = None, overr
     else:
         path = Path(source)
         if not path.is_file():
-            raise RecipeError(f"recipe file {path} does not exist")
+            raise RecipeError(f"recipe file {path} " + ("is a folder; give the recipe's YAML file" if path.is_dir()
+                                                        else "does not exist"))
     try:
         values = yamlfile.load(read_text(path, f"recipe {path}"))
     except yaml.YAMLError as exc:
@@ -413,4 +415,21 @@ def load_recipe(source: str | Path | None = None, name: str | None = None, overr
     if not isinstance(values, dict):
         raise RecipeError(f"recipe {path} must be a mapping of keys (name:, model:, data:, loss:…), "
                           f"got a {type(values).__name__}")
-    return validate_recipe(_numbers(apply_overrides(values, overrides or [])), check_output)
+    changed = apply_overrides(copy.deepcopy(values), overrides or [])
+    try:
+        return validate_recipe(_numbers(changed), check_output)
+    except RecipeError as exc:
+        raise RecipeError(_carried_parameters(values, changed, str(exc), path)) from None
+
+
+def _carried_parameters(written: dict, changed: dict, message: str, path: Path) -> str:
+    """A ``loss.params`` key refused after ``loss.name=`` changed the loss: the key is the file's, written for its
+    own loss, so the line says where it came from and how to drop it."""
+    old, new = (written.get("loss") or {}).get("name"), (changed.get("loss") or {}).get("name")
+    carried = re.match(r"unknown recipe key 'loss\.params\.(\w+)'", message)
+    params = (written.get("loss") or {}).get("params") or {}
+    if not carried or old == new or carried.group(1) not in params:
+        return message
+    return (f"recipe key 'loss.params.{carried.group(1)}' comes from {path.name}, written for loss {old!r}, and "
+            f"loss {new!r} has no such parameter ({message.partition('; ')[2] or 'it takes none'}); add "
+            f"'loss.params={{}}' to start from the new loss's defaults")
