@@ -114,17 +114,17 @@ def test_a_task_made_for_a_users_file_stays_out_of_the_registry(tmp_path, monkey
     from augcse.evaluation.tasks import SUITES, TASKS, get_task, resolve_tasks
 
     sample = tmp_path / "sample.csv"
-    sample.write_text("text,label\na b,0\nc d,1\n")
+    sample.write_text("text,label\na b,0\nc d,1\ni j,0\nk l,1\n")
     before = (dict(TASKS), {k: list(v) for k, v in SUITES.items()})
     assert resolve_tasks(f"clustering:{sample}") == [f"clustering:{sample}"]
-    assert get_task(f"clustering:{sample}").load(None)["texts"] == ["a b", "c d"]
+    assert get_task(f"clustering:{sample}").load(None)["texts"] == ["a b", "c d", "i j", "k l"]
     assert (dict(TASKS), {k: list(v) for k, v in SUITES.items()}) == before
     assert str(sample) not in reference.reference()
     # the same relative name from another folder is that folder's file, not the first one seen
     other = tmp_path / "other"
     other.mkdir()
-    (other / "sample.csv").write_text("text,label\ne f,0\ng h,1\n")
+    (other / "sample.csv").write_text("text,label\ne f,0\ng h,1\nm n,0\no p,1\n")
     monkeypatch.chdir(tmp_path)
-    assert get_task("clustering:sample.csv").load(None)["texts"] == ["a b", "c d"]
+    assert get_task("clustering:sample.csv").load(None)["texts"] == ["a b", "c d", "i j", "k l"]
     monkeypatch.chdir(other)
-    assert get_task("clustering:sample.csv").load(None)["texts"] == ["e f", "g h"]
+    assert get_task("clustering:sample.csv").load(None)["texts"] == ["e f", "g h", "m n", "o p"]

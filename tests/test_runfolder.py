@@ -17,11 +17,16 @@ RECIPE = {"name": "r", "seed": 1, "training": {"learning_rate": 3e-5, "max_steps
 
 
 def checkpoint(run: Path, step: int, complete: bool = True) -> Path:
+    """A checkpoint folder with every file a resume reads, each whole (``complete``: with its loss state)."""
+    import torch
+    from safetensors.torch import save_file
+
     folder = run / f"checkpoint-{step}"
     folder.mkdir(parents=True)
-    (folder / "trainer_state.json").write_text("{}")
-    if complete:
-        (folder / "loss_state.pt").write_bytes(b"")
+    save_file({"weight": torch.zeros(2)}, str(folder / "model.safetensors"))
+    (folder / "trainer_state.json").write_text(f'{{"global_step": {step}}}')
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", *(("loss_state.pt",) if complete else ())):
+        torch.save({}, folder / name)
     return folder
 
 

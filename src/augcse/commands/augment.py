@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from augcse.commands.main import begin_work
+from augcse.core.folder_lock import folder_lock
 from augcse.text import augment
 from augcse.text.augment.cache import CacheConflict, format_stats, load_stats
 from augcse.text.augment.parse import parse
@@ -129,9 +130,10 @@ def run(args: argparse.Namespace) -> int:
     sentences = read_corpus(args.corpus, args.limit, args.encoding)
     begin_work()
     try:
-        augment.build_cache(sentences, names, args.out, seed=args.seed, shard_size=args.shard_size,
-                            n_process=args.n_process, params=params, overwrite=args.overwrite,
-                            allow_errors=args.allow_errors)
+        with folder_lock(args.out, "--out"):  # a second augment into the same folder is refused, as train's is
+            augment.build_cache(sentences, names, args.out, seed=args.seed, shard_size=args.shard_size,
+                                n_process=args.n_process, params=params, overwrite=args.overwrite,
+                                allow_errors=args.allow_errors)
     except CacheConflict as exc:
         raise ValueError(f"--out {args.out} holds a cache built from other inputs (key {exc.key[:12]}); "
                          "choose another --out or pass --overwrite to replace it") from exc

@@ -246,7 +246,8 @@ def _run_cli(args: argparse.Namespace) -> int:
     print(_table(results, scores))
     print(f"({len(names)} tasks in {seconds:.0f} s: {_phases(results, timings)})")
     if args.save_to:
-        saved = save_scores(args.save_to, {**scores, **details(results)}, args.stage, versions(args.model, names, root))
+        record = {**versions(args.model, names, root), "precision": "bf16" if args.bf16 else "float32"}
+        saved = save_scores(args.save_to, {**scores, **details(results)}, args.stage, record)
         print(f"scores merged into {saved} ({args.stage})")
     if args.json:
         print(json.dumps(scores))

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from augcse.assets.resolve import data_dir
 from augcse.commands.main import begin_work
 from augcse.core.outputs import check_writable
 from augcse.studies.reproduce import DEFAULT_SEEDS, build_document, describe_plan, papers, plan, plan_json, select_rows
@@ -71,6 +72,7 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
         raise ValueError("--gpu-memory goes with --dry-run (it checks the plan against a GPU's memory)")
     if args.json and not args.dry_run:
         raise ValueError("--json goes with --dry-run (a reproduction writes reproduce.md and reproduce.html)")
+    data_dir(args.data_dir)  # a --data-dir that is not there is refused, dry run or not
     output = Path(args.output) / ("checkpoints" if args.checkpoints else "")
     if not args.dry_run:
         check_writable(output, "--output")  # before the recipes are checked: that loads sentence-transformers

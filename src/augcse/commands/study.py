@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from augcse.assets.resolve import data_dir
 from augcse.commands.main import begin_work
 from augcse.core.outputs import check_writable
 from augcse.studies.runs import check_inputs, run_all
@@ -31,6 +32,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _study_cli(args: argparse.Namespace) -> int:
+    data_dir(args.data_dir)  # a --data-dir that is not there is refused, dry run or not
     if not args.dry_run:  # before the grid's recipes are checked: that loads sentence-transformers
         check_writable(args.output, "--output")
     grid = load_grid(args.grid)

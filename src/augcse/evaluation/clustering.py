@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from augcse.assets.resolve import resolve_data
+from augcse.core.sanity import check_header, check_labels
 from augcse.core.textfile import read_text
 from augcse.evaluation.tasks import FILE_TASKS, Encoder, Task, TaskRecord, register_task
 
@@ -159,13 +160,10 @@ class ClusteringFileTask(ClusteringTask):
         if not file.is_file():
             raise ValueError(f"clustering:{path}: no such file")
         header, rows = labelled_rows(file, f"clustering:{path}")
+        check_header(header, f"clustering:{path}")
         if not {"text", "label"} <= set(header):
             raise ValueError(f"clustering:{path}: needs the columns text,label (it has: {', '.join(header)})")
-        labels = {row["label"] for row in rows}
-        if len(labels) < 2:
-            found = f"only {next(iter(labels))!r}" if labels else "no rows"
-            raise ValueError(f"clustering:{path}: needs at least 2 distinct labels to score a clustering, "
-                             f"found {found}; label the rows by group")
+        check_labels(f"clustering:{path}", [row["label"] or "" for row in rows])
         super().__init__(f"clustering:{path}", str(file.resolve()), f"user file {file.resolve()}", (), False)
 
     def load(self, data_dir: Path | None) -> dict[str, Any]:

@@ -190,9 +190,14 @@ def build_comparison(runs: Sequence[Run], baseline: Run | None = None, stage: st
     doc.add(differences if differences else Paragraph("The groups' recipes are identical but for seeds and names."))
     members = "; ".join(f"{g.label}: {', '.join(f'{r.path.name} (seed {r.seed})' for r in g.runs)}" for g in groups)
     doc.add(Paragraph(f"Groups (runs identical but for the seed): {members}."))
+    reduced = [f"{r.path.name} ({r.precision(stage)})" for r in all_runs if r.precision(stage) != "float32"]
+    if reduced:
+        doc.add(Paragraph(f"Scored with reduced-precision encoding, not float32: {', '.join(reduced)}."))
 
     doc.add(Heading("Runs"))
     names = [f"{r.name} (seed {r.seed})" if r.seed is not None else r.name for r in all_runs]
+    names = [name if r.precision(stage) == "float32" else f"{name}, {r.precision(stage)} scores"
+             for name, r in zip(names, all_runs)]
     doc.add(Table(["task", *names], [[t, *[fmt(r.scores.get(stage, {}).get(t)) for r in all_runs]] for t in tasks]))
     return doc
 

@@ -39,6 +39,7 @@ class Run:
     records: list[dict[str, Any]] = field(default_factory=list)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
     skipped_lines: int = 0
 
     @property
@@ -47,7 +48,12 @@ class Run:
 
     @property
     def seed(self) -> Any:
-        return self.recipe.get("seed")
+        """The seed the trainer received (``summary.json``), else the recipe's."""
+        return self.summary.get("seed", self.recipe.get("seed"))
+
+    def precision(self, stage: str) -> str:
+        """How the ``stage`` scores were encoded (``eval.json``'s versions), float32 unless recorded."""
+        return str(self.versions.get(stage, {}).get("precision", "float32"))
 
 
 def flatten_scores(scores: Any, prefix: str = "") -> dict[str, float]:
@@ -109,6 +115,7 @@ def load_run(run_dir: str | Path) -> Run:
     run.scores = {stage: single_task_averages_dropped(flatten_scores(v)) for stage, v in loaded.items()
                   if isinstance(v, dict) and stage != VERSIONS_KEY}
     run.summary = _read_json(path / "summary.json")
+    run.versions = loaded.get(VERSIONS_KEY) if isinstance(loaded.get(VERSIONS_KEY), dict) else {}
     return run
 
 
@@ -209,6 +216,11 @@ def run_facts(run: Run) -> Table:
         reasons = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in skipped.items()) if skipped else "none"
         rows.append(["corpus lines", f"read {stats.get('read', 0):,}, kept {stats.get('kept', 0):,}; "
                                      f"skipped: {reasons}"])
+    if summary.get("processes") is not None:
+        rows.append(["processes × batch", f"{summary['processes']} process(es), global batch "
+                                           f"{summary['global_batch']}, {summary['precision']}"])
+    if summary.get("budgets_scored"):
+        rows.append(["budgets scored", ", ".join(str(step) for step in summary["budgets_scored"])])
     if summary.get("train_rows") is not None:
         rows.append(["training rows", f"{summary['train_rows']:,}"])
     steps = [r["step"] for r in run.records if isinstance(r.get("step"), (int, float))]

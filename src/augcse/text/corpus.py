@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 from datasets import Dataset
 
+from augcse.core.sanity import check_header
 from augcse.text.dedupe import SeenLines
 
 logger = logging.getLogger(__name__)
@@ -81,8 +82,9 @@ def _jsonl_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | 
 
 def _csv_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | None]:
     with _open_bytes(path) as handle:
-        text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace", newline="")
+        text = io.TextIOWrapper(handle, encoding="utf-8-sig", errors="replace", newline="")  # Excel's BOM dropped
         reader = csv.DictReader(text, delimiter="\t" if ".tsv" in path.suffixes else ",")
+        check_header(reader.fieldnames or [], str(path))
         if reader.fieldnames is None or column not in reader.fieldnames:
             raise ValueError(f"{path} has no column {column!r} (columns: {reader.fieldnames}); set data.column")
         while True:

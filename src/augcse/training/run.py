@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING, Any
 from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_data, resolve_data, resolve_model
 from augcse.core.loss_parameters import loss_models
 from augcse.core.outputs import free_bytes, mib, write_failure, write_text_atomically
+from augcse.core.sanity import SAMPLE, check_distinct, check_text
 from augcse.models.load import assemble, check_readable
 from augcse.models.module_types import check_folder, make_portable
 from augcse.text.corpus_source import find_corpus, how_to_get
-from augcse.training.recipes.config import DEFAULT_CORPUS, Recipe, RecipeError, check_output_dir, validate_recipe
+from augcse.training.recipes.config import (DEFAULT_CORPUS, Recipe, RecipeError, check_budgets_reached, check_output_dir,
+                                           validate_recipe)
 from augcse.training.rundir import (FINISHED, RECIPE as RECIPE_FILE, RunFolder, RunFolderError, checkpoint_step, checkpoints,
                                     latest_checkpoint)
 
@@ -275,10 +277,15 @@ def read_training_corpus(recipe: Recipe, corpus_path: Path):
     options = {k: getattr(recipe.data, k) for k in ("limit", "shuffle", "dedupe", "min_words", "max_chars")}
     corpus, stats = load_corpus(corpus_path, column=recipe.data.column, seed=recipe.seed, **options)
     batch = int(recipe.training.get("per_device_train_batch_size", 64)) * world_size()
+    sample = corpus.select(range(min(SAMPLE, len(corpus))))["text"]
+    check_text(str(corpus_path), sample, stats.read, stats.skipped["undecodable"] + stats.skipped["malformed"])
     if stats.kept < batch:
         raise RecipeError(f"corpus {corpus_path} leaves {stats.kept} usable rows ({stats.summary()}), fewer than one "
                           f"batch of {batch}; fix the file or data.column, or lower "
                           "training.per_device_train_batch_size")
+    warning = check_distinct(str(corpus_path), sample, batch)
+    if warning:
+        logger.warning(warning)
     return corpus, stats
 
 
@@ -430,6 +437,7 @@ def build_setup(recipe: Recipe, root: Path | None, corpus_path: Path) -> Setup:
     from augcse.text.views import ViewContext, build_views
 
     corpus, stats = read_training_corpus(recipe, corpus_path)
+    check_budgets_reached(recipe, total_steps(recipe, len(corpus)))
     torch.manual_seed(recipe.seed)
     try:
         model = build_model(recipe)
@@ -705,6 +713,7 @@ def finish(recipe: Recipe, setup: Setup, trainer, root: Path | None, corpus_path
         "best_metric": trainer.state.best_metric,
         "best_checkpoint": best,
         "best_step": checkpoint_step(Path(best)) if best else None,
+        **what_ran(trainer.args, run_dir),
     }
     if not trainer.is_world_process_zero():
         return summary
@@ -738,6 +747,17 @@ def finish(recipe: Recipe, setup: Setup, trainer, root: Path | None, corpus_path
         f"the last step, {summary['global_step']} (no dev task)"
     print(f"\nKept model: {kept}; saved to {final}", flush=True)
     return summary
+
+
+def what_ran(args, run_dir: Path) -> dict[str, Any]:
+    """The settings as the trainer received them, for the record: seed, processes, global batch, precision, and
+    the budgets actually scored (``curve.json``)."""
+    from augcse.training.budgets import read_curve
+
+    return {"seed": args.seed, "processes": args.world_size,
+            "global_batch": args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size,
+            "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "float32",
+            "budgets_scored": sorted(read_curve(run_dir))}
 
 
 def _resume_hint(run_dir: Path) -> str:

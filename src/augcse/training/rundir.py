@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 from augcse.core import yamlfile
+from augcse.training.checkpoint_check import resume_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -211,6 +212,10 @@ class RunFolder:
             seen = f" (incomplete: {', '.join(partial)})" if partial else ""
             raise RunFolderError(f"--resume: no complete checkpoint in {self.path}{seen}; start again with "
                                  "--overwrite")
+        older = [p for p in checkpoints(self.path) if checkpoint_step(p) < checkpoint_step(last)]
+        refusal = resume_refusal(last, older, LOSS_STATE, int(os.environ.get("WORLD_SIZE", "1")))
+        if refusal:
+            raise RunFolderError(refusal)
         stored_file = self.path / RECIPE
         # the recipe the checkpoint's steps were trained with; a checkpoint written before checkpoints held their
         # recipe is held to the run folder's copy

@@ -7,12 +7,13 @@ Command-line overrides use dotted keys: ``training.learning_rate=1e-5 data.limit
 
 from __future__ import annotations
 
+import copy
 import enum
 import os
 import re
 import types
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
@@ -26,6 +27,9 @@ from augcse.core.schema import (
     RecipeError, Section, validate,
 )
 from augcse.core.textfile import read_text
+
+# numpy's generator, which the trainer seeds along with Python's and torch's, takes seeds below 2**32
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 RECIPE_DIR = Path(__file__).parent
 DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
@@ -117,7 +121,7 @@ class EvalConfig(RecipeSection):
 
 class Recipe(RecipeSection):
     name: str = "run"  # the run folder's name: output_dir/name
-    seed: NonNegativeInt = 42  # data order, dropout, views and initialisation
+    seed: Seed = 42  # data order, dropout, views and initialisation
     output_dir: str = "runs"  # folder holding the run folders
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
@@ -163,8 +167,6 @@ class TrainingRanges(Section):
     weight_decay: NonNegativeFloat | None = None
     warmup_steps: NonNegativeFloat | None = None
     warmup_ratio: Probability | None = None
-    seed: NonNegativeInt | None = None
-    data_seed: NonNegativeInt | None = None
     max_grad_norm: NonNegativeFloat | None = None
     max_steps: int | None = None  # -1: train for num_train_epochs
 
@@ -174,6 +176,9 @@ class TrainingRanges(Section):
         if value is not None and value < 1 and value != -1:
             raise ValueError(f"must be a positive integer (or -1 for epochs), got {value}")
         return value
+
+
+SEED_KEYS = ("seed", "data_seed")  # trainer arguments set from the recipe's ``seed``, never on their own
 
 
 def _training_hints() -> dict[str, Any]:
@@ -186,6 +191,9 @@ def _validate_training(training: dict) -> None:
     """Every ``training.*`` key is a trainer argument of the trainer's type; named loggers are installed."""
     hints = _training_hints()
     for key in training:
+        if key in SEED_KEYS:  # one setting, one spelling: the trainer's seeds are the recipe's seed
+            raise RecipeError(f"recipe key 'training.{key}': the run's seed is the recipe key 'seed' (it seeds the "
+                              f"data order, dropout, views and the trainer alike); write seed={training[key]} instead")
         if key not in hints or key == "output_dir":
             raise RecipeError(
                 f"unknown recipe key 'training.{key}'{suggest(key, hints)}: not a SentenceTransformerTrainingArguments "
@@ -343,9 +351,19 @@ def validate_recipe(values: dict | Recipe, check_output: bool = False) -> Recipe
     if check_output:
         check_output_dir(recipe)
     _validate_training(recipe.training)
+    check_budgets_reached(recipe, recipe.training.get("max_steps", -1))
     _validate_negatives(recipe)
     _validate_components(recipe)
     return recipe
+
+
+def check_budgets_reached(recipe: Recipe, steps: int) -> None:
+    """``eval.budgets`` past the run's last step would never be scored, though a study's plan lists them:
+    refused (``steps`` -1: not known yet, checked again once the corpus is read)."""
+    past = [budget for budget in recipe.eval.budgets if 0 < steps < budget]
+    if past:
+        raise RecipeError(f"recipe key 'eval.budgets': {', '.join(map(str, past))} past the run's last step {steps} "
+                          "would never be scored; drop them, or raise training.max_steps (or data.limit)")
 
 
 def _validate_negatives(recipe: Recipe) -> None:
@@ -392,7 +410,8 @@ def load_recipe(source: str | Path | None = None, name: str | None = None, overr
     else:
         path = Path(source)
         if not path.is_file():
-            raise RecipeError(f"recipe file {path} does not exist")
+            raise RecipeError(f"recipe file {path} " + ("is a folder; give the recipe's YAML file" if path.is_dir()
+                                                        else "does not exist"))
     try:
         values = yamlfile.load(read_text(path, f"recipe {path}"))
     except yaml.YAMLError as exc:
@@ -405,4 +424,21 @@ def load_recipe(source: str | Path | None = None, name: str | None = None, overr
     if not isinstance(values, dict):
         raise RecipeError(f"recipe {path} must be a mapping of keys (name:, model:, data:, loss:…), "
                           f"got a {type(values).__name__}")
-    return validate_recipe(_numbers(apply_overrides(values, overrides or [])), check_output)
+    changed = apply_overrides(copy.deepcopy(values), overrides or [])
+    try:
+        return validate_recipe(_numbers(changed), check_output)
+    except RecipeError as exc:
+        raise RecipeError(_carried_parameters(values, changed, str(exc), path)) from None
+
+
+def _carried_parameters(written: dict, changed: dict, message: str, path: Path) -> str:
+    """A ``loss.params`` key refused after ``loss.name=`` changed the loss: the key is the file's, written for its
+    own loss, so the line says where it came from and how to drop it."""
+    old, new = (written.get("loss") or {}).get("name"), (changed.get("loss") or {}).get("name")
+    carried = re.match(r"unknown recipe key 'loss\.params\.(\w+)'", message)
+    params = (written.get("loss") or {}).get("params") or {}
+    if not carried or old == new or carried.group(1) not in params:
+        return message
+    return (f"recipe key 'loss.params.{carried.group(1)}' comes from {path.name}, written for loss {old!r}, and "
+            f"loss {new!r} has no such parameter ({message.partition('; ')[2] or 'it takes none'}); add "
+            f"'loss.params={{}}' to start from the new loss's defaults")
