@@ -39,3 +39,28 @@ def test_an_excel_csv_with_a_byte_order_mark_reads_its_first_column(tmp_path, ti
     recipe = tiny_cls_recipe(tmp_path, tiny_model_dir, data_dir, "bom", {"dev": None, "before": None, "after": None},
                              {"max_steps": 1})
     assert main(["train", str(recipe), f"data.corpus={corpus}"]) == 0
+
+
+def test_ctrl_c_in_the_final_evaluation_prints_a_command_that_works(tmp_path, tiny_model_dir, data_dir, capsys,
+                                                                   monkeypatch):
+    import shlex
+
+    import augcse.training.run
+
+    recipe = tiny_cls_recipe(tmp_path, tiny_model_dir, data_dir, "c", {"dev": None, "before": None,
+                                                                      "after": "STSBenchmark-dev-original"},
+                             {"max_steps": 2})
+    real = augcse.training.run.evaluate
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(augcse.training.run, "evaluate", interrupted)  # Ctrl-C in the "after" evaluation
+    assert main(["train", str(recipe), "--overwrite"]) == 130
+    line = capsys.readouterr().err.strip().splitlines()[-1]  # after the trainer's progress bars
+    assert line.startswith("augcse train: interrupted; run the same command again with --auto-resume"), line
+    command = shlex.split(line.rpartition(": augcse ")[2])
+    assert command == ["train", str(recipe), "--auto-resume"], line
+    monkeypatch.setattr(augcse.training.run, "evaluate", real)
+    assert main(command) == 0
+    assert (tmp_path / "runs" / "c" / "summary.json").is_file()

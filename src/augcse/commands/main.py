@@ -25,6 +25,7 @@ import importlib
 import io
 import logging
 import os
+import shlex
 import sys
 import traceback
 from collections.abc import Sequence
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (ValueError, OSError, MemoryError, RuntimeError, csv.Error, KeyboardInterrupt) as exc:
-        fault = describe(exc, args, _state.working)
+        fault = describe(exc, args, _state.working, argv)
         if fault is None:  # a programming error (a RuntimeError of no kind above): its traceback, as before
             raise
         line, code = fault
@@ -153,7 +154,16 @@ RERUN = {
 }
 
 
-def describe(exc: BaseException, args: argparse.Namespace, working: bool) -> tuple[str, int] | None:
+def rerun_train(argv: Sequence[str]) -> str:
+    """The command that continues an interrupted ``train`` wherever the interrupt landed: before the first
+    checkpoint, during training or in the final evaluation (where the same command would be refused)."""
+    kept = [a for a in argv if a not in ("--resume", "--auto-resume", "--overwrite")]
+    return ("run the same command again with --auto-resume (it continues from the last complete checkpoint, or "
+            f"starts over when there is none): augcse {shlex.join([*kept, '--auto-resume'])}")
+
+
+def describe(exc: BaseException, args: argparse.Namespace, working: bool,
+             argv: Sequence[str] = ()) -> tuple[str, int] | None:
     """The one line and exit code for ``exc`` raised by ``augcse args.command``; None for a programming error.
 
     ``working``: whether the command had begun its work (:func:`begin_work`), which makes an error of the world
@@ -161,6 +171,8 @@ def describe(exc: BaseException, args: argparse.Namespace, working: bool) -> tup
     """
     prefix = f"augcse {args.command}"
     if isinstance(exc, KeyboardInterrupt):
+        if args.command == "train" and argv:
+            return f"{prefix}: interrupted; {rerun_train(argv)}", INTERRUPTED
         return f"{prefix}: interrupted; {RERUN.get(args.command, 'run the same command again')}", \
             INTERRUPTED
     from augcse.assets.resolve import AssetError
