@@ -150,6 +150,25 @@ def final_weights(run: Path) -> dict[str, torch.Tensor]:
     return load_file(str(run / "final" / "model.safetensors"))
 
 
+def kill_after_checkpoint(agent: subprocess.Popen, run: Path, which: str, seconds: float = 400) -> int | None:
+    """SIGKILL the first attempt's worker of torchrun ``agent`` whose ``which`` (RANK, LOCAL_RANK) is 1, once ``run``
+    holds a complete checkpoint and step 3 is logged; returns the last step logged then (None: it ended first)."""
+    import psutil
+    from test_faults import logged_steps
+
+    deadline = time.time() + seconds
+    while agent.poll() is None and time.time() < deadline:
+        if latest_checkpoint(run) is not None and max(logged_steps(run), default=0) >= 3:
+            workers = [p for p in psutil.Process(agent.pid).children(recursive=True)
+                       if p.environ().get(which) == "1" and p.environ().get("TORCHELASTIC_RESTART_COUNT") == "0"]
+            if workers:
+                killed = max(logged_steps(run))
+                workers[0].send_signal(signal.SIGKILL)
+                return killed
+        time.sleep(0.05)
+    return None
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tiny_model_dir, data_dir, tmp_path_factory) -> Path:
     """Two processes, ten steps, nothing in the way (the run folder)."""
@@ -166,21 +185,12 @@ def test_an_elastic_restart_resumes_and_ends_with_the_uninterrupted_weights(unin
     ranks, they resume from the one checkpoint rank 0 chose and finish with the weights of the run that was not
     interrupted (atol 1e-6 as tests/test_faults.py's kills: a resume restores weights, optimizer, schedule and
     every rank's RNG, so only the last float bits may differ) and each step logged once."""
-    import psutil
     from test_faults import logged_steps
 
     recipe = fault_recipe(tmp_path, tiny_model_dir, data_dir, "runs")
     run = tmp_path / "runs" / "run"
     proc, logs = torchrun_train(tmp_path, recipe, "--auto-resume", launcher=("--max-restarts", "1"))
-    deadline, killed = time.time() + 300, None
-    while proc.poll() is None and time.time() < deadline and killed is None:
-        if latest_checkpoint(run) is not None and max(logged_steps(run), default=0) >= 3:
-            workers = [p for p in psutil.Process(proc.pid).children(recursive=True)
-                       if p.environ().get("RANK") == "1" and p.environ().get("TORCHELASTIC_RESTART_COUNT") == "0"]
-            if workers:
-                killed = max(logged_steps(run))
-                workers[0].send_signal(signal.SIGKILL)
-        time.sleep(0.05)
+    killed = kill_after_checkpoint(proc, run, "RANK")
     output, _ = proc.communicate(timeout=600)
     assert killed is not None and killed < 10, "the run ended before the kill"
     assert proc.returncode == 0, output[-3000:] + first_failure(logs)

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,9 +17,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from matrix_worker import families, overrides  # noqa: E402
-from test_distributed import TORCHRUN, final_weights, first_failure, rank_logs  # noqa: E402
+from test_distributed import TORCHRUN, final_weights, first_failure, kill_after_checkpoint, rank_logs  # noqa: E402
 
-from augcse.training.rundir import latest_checkpoint  # noqa: E402
 
 pytestmark = pytest.mark.slow
 STEPS = 8
@@ -39,7 +36,6 @@ def start(name: str, root: Path, mode: str, tiny: Path, mlm: Path, corpus: Path)
 
 @pytest.mark.parametrize("name", list(families()))
 def test_killed_rank_restarts_and_ends_as_left_alone(name, tiny_model_dir, tiny_mlm_dir, data_dir, tmp_path):
-    import psutil
     from test_faults import logged_steps
 
     corpus = tmp_path / "corpus.txt"
@@ -49,15 +45,7 @@ def test_killed_rank_restarts_and_ends_as_left_alone(name, tiny_model_dir, tiny_
     output, _ = alone.communicate(timeout=600)
     assert alone.returncode == 0, output[-2000:] + first_failure(tmp_path / "logs-alone")
     proc, run = start(name, tmp_path, "killed", tiny_model_dir, tiny_mlm_dir, corpus), tmp_path / "killed"
-    deadline, killed = time.time() + 400, None
-    while proc.poll() is None and time.time() < deadline and killed is None:
-        if latest_checkpoint(run) is not None and max(logged_steps(run), default=0) >= 3:
-            workers = [p for p in psutil.Process(proc.pid).children(recursive=True)
-                       if p.environ().get("RANK") == "1" and p.environ().get("TORCHELASTIC_RESTART_COUNT") == "0"]
-            if workers:
-                killed = max(logged_steps(run))
-                workers[0].send_signal(signal.SIGKILL)
-        time.sleep(0.05)
+    killed = kill_after_checkpoint(proc, run, "RANK")
     output, _ = proc.communicate(timeout=600)
     assert killed is not None and killed < STEPS, "the run ended before the kill"
     assert proc.returncode == 0, output[-2000:] + first_failure(tmp_path / "logs-killed")

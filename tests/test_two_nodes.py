@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_distributed import final_weights, first_failure, rank_logs  # noqa: E402
-
-from augcse.training.rundir import latest_checkpoint  # noqa: E402
+from test_distributed import final_weights, first_failure, kill_after_checkpoint, rank_logs  # noqa: E402
 
 pytestmark = pytest.mark.slow
 STEPS = 8
@@ -68,7 +64,6 @@ def one_node(tiny_model_dir, corpus, tmp_path_factory) -> Path:
 
 
 def test_two_nodes_killed_on_one_restart_and_end_as_one_node(one_node, tiny_model_dir, corpus, tmp_path):
-    import psutil
     from test_faults import logged_steps
 
     shared = tmp_path / "shared" / "runs"
@@ -81,15 +76,8 @@ def test_two_nodes_killed_on_one_restart_and_end_as_one_node(one_node, tiny_mode
              "--rdzv-id", "two-nodes", "--max-restarts", "1", "--log-dir", "logs", "--redirects", "3",
              *train_args(tiny_model_dir, corpus, shared)], cwd=node, env=ENV, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
-    run, deadline, killed = shared / "run", time.time() + 400, None
-    while all(a.poll() is None for a in agents) and time.time() < deadline and killed is None:
-        if latest_checkpoint(run) is not None and max(logged_steps(run), default=0) >= 3:
-            workers = [p for p in psutil.Process(agents[1].pid).children(recursive=True)
-                       if p.environ().get("LOCAL_RANK") == "1" and p.environ().get("TORCHELASTIC_RESTART_COUNT") == "0"]
-            if workers:
-                killed = max(logged_steps(run))
-                workers[0].send_signal(signal.SIGKILL)
-        time.sleep(0.05)
+    run = shared / "run"
+    killed = kill_after_checkpoint(agents[1], run, "LOCAL_RANK")  # a worker of the second node
     outputs = [a.communicate(timeout=600)[0] for a in agents]
     assert killed is not None and killed < STEPS, "the run ended before the kill"
     for node, agent, output in zip(nodes, agents, outputs):
