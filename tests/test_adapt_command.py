@@ -100,7 +100,7 @@ def test_resume_after_an_interrupt(tweets, tiny_model_dir, tmp_path, monkeypatch
 ])
 def test_refusals_are_one_line_before_anything_loads(tweets, tmp_path, monkeypatch, capsys, extra, message):
     monkeypatch.chdir(tmp_path)
-    assert main(["adapt", str(tweets[0]), *extra]) == 2
+    assert main(["adapt", str(tweets[0]), "--held-out", "48", *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert not (tmp_path / "runs" / "adapt-tweets").exists()
@@ -111,7 +111,7 @@ def test_refusals_are_one_line_before_anything_loads(tweets, tmp_path, monkeypat
     ("missing.csv", None, "no such file"),
     ("few.txt", "one\ntwo\n", "non-empty texts; adapt needs at least"),
     ("bad.jsonl", "{not json\n", "line 1 is not JSON"),
-    ("latin.txt", b"caf\xe9\n", "not UTF-8"),
+    ("latin.txt", b"caf\xe9\n", "is not utf-8"),
 ])
 def test_a_wrong_texts_file_is_named(tmp_path, monkeypatch, capsys, name, content, message):
     monkeypatch.chdir(tmp_path)
