@@ -137,3 +137,26 @@ def test_the_chooser_never_sees_labels():
     labelled = [{**r, "sample": {"clustering": 100.0 * (r["step"] == 0)}} for r in records]
     assert choose(labelled) == choose(records)
     assert choose(records[:1] + records[2:]).verdict.startswith("kept the starting model: ")
+
+
+def test_the_design_study_grid_plans_valid_adapt_runs(data_dir, tmp_path, monkeypatch):
+    """Dry run: each (set, seed) of the grid passes every input check of ``augcse adapt``; nothing trains."""
+    import augcse.commands.adapt as command
+    from augcse.studies.adapt_select import plan
+
+    grid = Path(command.__file__).parents[1] / "data/studies/adapt-select.yaml"
+    lines = plan(grid, data_dir)
+    assert len(lines) == 12 and {line[3] for line in lines} == {"SNIPS", "HWU64", "Tweet", "SearchSnippets"}
+
+    class Checked(Exception):
+        pass
+
+    def stop() -> None:
+        raise Checked
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(command, "begin_work", stop)
+    for line in lines:
+        with pytest.raises(Checked):
+            main(line)
+    assert not list((tmp_path / "runs").glob("*/summary.json"))

@@ -38,6 +38,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--column", default="text", help="the text column (CSV/TSV/Parquet) or key (JSON-lines)")
     parser.add_argument("--sample", help="labelled CSV (text,label): scored for every candidate and reported, "
                                          "never used to choose unless --choose-by-sample")
+    parser.add_argument("--sample-task", help="a registered labelled task (e.g. SNIPS) scored like --sample, "
+                                              "for the built-in data sets")
     parser.add_argument("--choose-by-sample", action="store_true", help="choose by the sample's score instead")
     parser.add_argument("--method", default="simcse", help=f"one of {', '.join(METHODS)} (default simcse)")
     parser.add_argument("--budgets", type=_numbers(int, "--budgets"), default=[16, 64, 256],
@@ -79,8 +81,17 @@ def _run_cli(args: argparse.Namespace) -> int:
         raise ValueError(f"--alphas {args.alphas}: each must be between 0 and 1")
     if args.held_out < 16 or args.clusters < 2:
         raise ValueError("--held-out must be at least 16 and --clusters at least 2")
-    if args.choose_by_sample and not args.sample:
-        raise ValueError("--choose-by-sample needs --sample FILE")
+    if args.choose_by_sample and not (args.sample or args.sample_task):
+        raise ValueError("--choose-by-sample needs --sample FILE or --sample-task NAME")
+    if args.sample and args.sample_task:
+        raise ValueError("give either --sample FILE or --sample-task NAME, not both")
+    if args.sample_task:
+        from augcse.evaluation.tasks import resolve_tasks
+
+        try:
+            resolve_tasks(args.sample_task)
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"--sample-task {args.sample_task}: {str(exc).strip(chr(34) + chr(39))}") from None
     if args.sample:
         _check_sample(args.sample)
     for text in args.overrides:
@@ -113,7 +124,7 @@ def _run_cli(args: argparse.Namespace) -> int:
             return 1
         if result.get("stopped"):
             return 130
-    task = f"clustering:{Path(args.sample).resolve()}" if args.sample else None
+    task = f"clustering:{Path(args.sample).resolve()}" if args.sample else args.sample_task
     record = select(recipe.run_dir, held, budgets, args.alphas, task, resolve_data_dir(args.data_dir),
                     args.choose_by_sample, args.clusters, recipe.eval.batch_size)
     md, _ = write_report(record, recipe.run_dir)
