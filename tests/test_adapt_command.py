@@ -40,6 +40,7 @@ def test_end_to_end_on_a_csv(tweets, tiny_model_dir, tmp_path, monkeypatch, caps
     run = tmp_path / "runs" / "t"
     record = json.loads((run / "adapt.json").read_text())
     assert [(c["step"], c["alpha"]) for c in record["candidates"]] == [(0, 0), (2, 0.5), (2, 1), (4, 0.5), (4, 1)]
+    assert all(c["criteria"]["alignment"] > 0 for c in record["candidates"])  # two dropout views, not one twice
     assert all("sample" not in c and set(c) == {"step", "alpha", "criteria"} for c in record["chooser_inputs"])
     assert all("clustering:" in next(iter(c["sample"])) for c in record["candidates"])
     verdict = record["verdict"]

@@ -139,19 +139,26 @@ def write_split(texts: Sequence[str], folder: Path, held_out: int, seed: int) ->
 
 def criteria(model, texts: Sequence[str], start_embeddings, clusters: int, batch_size: int = 64) -> dict[str, float]:
     """Every label-free criterion of ``model`` on ``texts`` (two dropout views, and one plain encoding)."""
+    import numpy as np
     import torch
 
     from augcse.evaluation import label_free as lf
 
-    def encode(train: bool):
-        model.train(train)
-        with torch.random.fork_rng():
-            torch.manual_seed(1 if train else 0)
-            return model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+    def dropout_view(seed: int):
+        """One embedding per text with dropout on (``encode`` would switch the model to eval mode)."""
+        model.train()
+        out = []
+        with torch.random.fork_rng(), torch.no_grad():
+            torch.manual_seed(seed)
+            for i in range(0, len(texts), batch_size):
+                batch = model.preprocess(list(texts[i:i + batch_size]))
+                features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+                out.append(model(features)["sentence_embedding"].float().cpu().numpy())
+        model.eval()
+        return np.concatenate(out)
 
-    plain = encode(False)
-    view1, view2 = encode(True), encode(True)
-    model.eval()
+    plain = model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+    view1, view2 = dropout_view(1), dropout_view(2)
     reference = plain if start_embeddings is None else start_embeddings
     return {
         "heldout_loss": lf.heldout_contrastive_loss(view1, view2),
