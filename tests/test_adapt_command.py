@@ -33,6 +33,16 @@ def tweets(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
 def test_end_to_end_on_a_csv(tweets, tiny_model_dir, tmp_path, monkeypatch, capsys):
     from sentence_transformers import SentenceTransformer
 
+    from augcse.training import adapt
+
+    seen = []
+    real_choose = adapt.choose
+
+    def spy(records, *args):
+        seen.extend(records)
+        return real_choose(records, *args)
+
+    monkeypatch.setattr(adapt, "choose", spy)
     monkeypatch.chdir(tmp_path)
     texts, sample = tweets
     code = main(["adapt", str(texts), "--sample", str(sample), f"model.backbone={tiny_model_dir}", "name=t", *FAST])
@@ -42,6 +52,7 @@ def test_end_to_end_on_a_csv(tweets, tiny_model_dir, tmp_path, monkeypatch, caps
     assert [(c["step"], c["alpha"]) for c in record["candidates"]] == [(0, 0), (2, 0.5), (2, 1), (4, 0.5), (4, 1)]
     assert all(c["criteria"]["alignment"] > 0 for c in record["candidates"])  # two dropout views, not one twice
     assert all("sample" not in c and set(c) == {"step", "alpha", "criteria"} for c in record["chooser_inputs"])
+    assert len(seen) == 5 and all(set(c) == {"step", "alpha", "criteria"} for c in seen)  # what choose received
     assert all("clustering:" in next(iter(c["sample"])) for c in record["candidates"])
     verdict = record["verdict"]
     assert verdict.startswith(("kept the starting model: ", "kept step "))
@@ -58,7 +69,6 @@ def test_keeping_the_start_leaves_the_starting_weights(tweets, tiny_model_dir, t
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("augcse.training.adapt.MIN_AGREEMENT", 2.0)  # nothing can keep 200 % of its neighbours
-    monkeypatch.setattr("augcse.training.adapt.choose.__defaults__", (2.0,))
     assert main(["adapt", str(tweets[0]), f"model.backbone={tiny_model_dir}", "name=k", *FAST]) == 0
     run = tmp_path / "runs" / "k"
     assert json.loads((run / "adapt.json").read_text())["verdict"].startswith("kept the starting model: ")
@@ -123,6 +133,21 @@ def test_a_wrong_texts_file_is_named(tmp_path, monkeypatch, capsys, name, conten
     assert main(["adapt", name]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and name in err[0] and message in err[0]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet", ".txt"])
+def test_every_kind_of_texts_file_gives_its_column_alone(tmp_path, suffix):
+    import pandas as pd
+
+    from augcse.training.adapt import read_texts
+
+    frame = pd.DataFrame({"body": [f"text number {i}" for i in range(40)], "label": ["x"] * 40})
+    path = tmp_path / f"texts{suffix}"
+    {".csv": lambda: frame.to_csv(path, index=False), ".tsv": lambda: frame.to_csv(path, sep="\t", index=False),
+     ".jsonl": lambda: frame.to_json(path, orient="records", lines=True),
+     ".parquet": lambda: frame.to_parquet(path),
+     ".txt": lambda: path.write_text("\n".join(frame["body"]) + "\n")}[suffix]()
+    assert read_texts(path, "body") == list(frame["body"])
 
 
 def test_the_chooser_never_sees_labels():

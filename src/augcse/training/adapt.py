@@ -177,11 +177,12 @@ class Choice:
     verdict: str  # one line: what was kept and why
 
 
-def choose(records: Sequence[dict[str, Any]], min_agreement: float = MIN_AGREEMENT) -> Choice:
+def choose(records: Sequence[dict[str, Any]], min_agreement: float | None = None) -> Choice:
     """Provisional rule (not yet measured against labelled scores): keep the starting model unless a candidate
     has a lower held-out contrastive loss and keeps at least ``min_agreement`` of the starting model's nearest
     neighbours; among those, the lowest loss. ``records``: one per candidate, its ``step``, ``alpha`` and
-    ``criteria`` only (the step-0 record is the starting model)."""
+    ``criteria`` only (the step-0 record is the starting model); ``min_agreement`` defaults to :data:`MIN_AGREEMENT`."""
+    min_agreement = MIN_AGREEMENT if min_agreement is None else min_agreement
     start = next(r for r in records if r["step"] == 0)
     base = start["criteria"]["heldout_loss"]
     fit = [r for r in records if r["step"] > 0 and r["alpha"] > 0
