@@ -55,6 +55,7 @@ COMMANDS: dict[str, Command] = {
     "reproduce": Command("augcse.commands.reproduce", "reproduce a paper's table: runs × seeds, evaluation, ours beside published"),
     "study": Command("augcse.commands.study", "run a grid file of runs × seeds, resumable; mean ± sd, Δ vs start, curves"),
     "download": Command("augcse.commands.download", "download evaluation data and wiki1m from their official sources"),
+    "adapt": Command("augcse.commands.adapt", "adapt a model to your unlabelled texts; keep a candidate chosen without labels"),
     "whiten": Command("augcse.commands.whiten", "fit BERT-whitening on a corpus and save the whitened model (no training)"),
 }
 
