@@ -18,11 +18,13 @@ FAST = ["--budgets", "2,4", "--alphas", "0,0.5,1", "--held-out", "48", "--cluste
 
 @pytest.fixture(scope="module")
 def tweets(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """200 tweets (text,label) and a labelled sample of 60 of them."""
+    """200 tweets (text,label) and a labelled sample of them: up to 10 texts of each of the 6 largest labels."""
     with open(data_dir / "clustering/tweet.csv", encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))[:200]
     folder = tmp_path_factory.mktemp("tweets")
-    for name, part in (("tweets.csv", rows), ("sample.csv", rows[:60])):
+    labels = sorted({r["label"] for r in rows}, key=lambda lab: -sum(r["label"] == lab for r in rows))[:6]
+    sample = [r for lab in labels for r in [r for r in rows if r["label"] == lab][:10]]  # 10 texts a label
+    for name, part in (("tweets.csv", rows), ("sample.csv", sample)):
         with open(folder / name, "w", encoding="utf-8", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=["text", "label"])
             writer.writeheader()

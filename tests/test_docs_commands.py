@@ -14,6 +14,8 @@ model built from its real config and tokenizer. What differs from the page is li
   in it, as ``--tasks``, in the tasks' ``--fast`` mode: the suites' full data takes minutes even for a tiny
   model on a shared CPU;
 - :data:`NOT_RUN`: commands that need the network, a GPU or another program, each with its reason and a check;
+- :data:`ADAPT_TINY`: an ``augcse adapt`` scores candidates after one and two steps of eight texts on 16 held-out
+  texts (its ``--budgets`` replaced);
 - ``augcse reproduce`` without ``--dry-run`` (a paper's table: GPU-hours and Hub models) runs its dry run;
 - the study grid of TRAINING.md is written from its YAML block with :data:`GRID_TINY`'s replacements.
 """
@@ -42,6 +44,7 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 TINY = ["training.max_steps=2", "training.per_device_train_batch_size=8", "data.limit=16"]
 TINY_EVAL = ["eval.before=STSBenchmark-dev-original", "eval.after=STSBenchmark-dev-original"]
 SMALL_TASKS = {"sts": "STSBenchmark", "all": "STSBenchmark,TREC,Tweet,SNIPS,Geometry", "transfer": "TREC"}
+ADAPT_TINY = ["--budgets", "1,2", "--held-out", "16", "--clusters", "2", "training.per_device_train_batch_size=8"]
 GRID_TINY = {"seeds: [1, 2, 3]": "seeds: [1]", "budgets: [16, 64]": "budgets: [1]",
              "training.max_steps=256": "training.max_steps=2, training.per_device_train_batch_size=8"}
 # runs the docs read as if a reader had trained them: name -> the train command's arguments (besides TINY)
@@ -116,12 +119,14 @@ def not_run(argv: list[str]) -> NotRun | None:
 
 
 def trained_name(argv: list[str], folder: Path) -> str | None:
-    """The run an ``augcse train`` command writes (its ``name=``, else its recipe's name)."""
-    if argv[:1] != ["train"]:
+    """The run an ``augcse train`` or ``augcse adapt`` command writes (its ``name=``, else its recipe's name)."""
+    if argv[:1] not in (["train"], ["adapt"]):
         return None
     names = [a.partition("=")[2] for a in argv if a.startswith("name=")]
     if names:
         return names[-1]
+    if argv[0] == "adapt":
+        return None
     if "--recipe" in argv:
         return argv[argv.index("--recipe") + 1]
     recipe = next(a for a in argv[1:] if a.endswith(".yaml"))
@@ -139,6 +144,9 @@ def as_run(argv: list[str]) -> list[str]:
         argv += [] if "--fast" in argv else ["--fast"]
     if argv[0] == "reproduce" and "--dry-run" not in argv:
         argv.append("--dry-run")
+    if argv[0] == "adapt":
+        argv = [a for i, a in enumerate(argv) if a != "--budgets" and (i == 0 or argv[i - 1] != "--budgets")]
+        argv += ADAPT_TINY
     return argv
 
 
