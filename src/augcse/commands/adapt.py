@@ -124,6 +124,7 @@ def _run_cli(args: argparse.Namespace) -> int:
             return 1
         if result.get("stopped"):
             return 130
+        print("training done; choosing among the candidates without labels (final/ becomes the one kept)", flush=True)
     task = f"clustering:{Path(args.sample).resolve()}" if args.sample else args.sample_task
     record = select(recipe.run_dir, held, budgets, args.alphas, task, resolve_data_dir(args.data_dir),
                     args.choose_by_sample, args.clusters, recipe.eval.batch_size)
