@@ -42,10 +42,11 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
                 else "give a sentence-transformers or Hugging Face model folder")
         raise ValueError(f"{folder} holds no model (no modules.json or config.json); {hint}")
     check_readable(folder)
-    own = check_folder(folder) if (folder / "modules.json").is_file() else {}
     try:
         if pooler is None:
-            return assemble(folder, own) if own else _sentence_transformer(location)
+            return load_as_published(location)
+        if (folder / "modules.json").is_file():
+            check_folder(folder)  # the rebuild reads the folder's modules after pooling: one line for a foreign one
         from augcse.models.poolers import build_sentence_transformer
 
         return build_sentence_transformer(location, pooler, max_seq_length=None)
@@ -56,10 +57,19 @@ def load_model(name_or_path: str, pooler: str | None = None) -> SentenceTransfor
         raise named from None
 
 
-def _sentence_transformer(location: str) -> SentenceTransformer:
+def load_as_published(location: str, config_kwargs: dict | None = None) -> SentenceTransformer:
+    """The model at ``location`` with its own modules, never running its code: every module type resolved by
+    augcse (:func:`~augcse.models.module_types.check_folder`; one line for any other), a folder of
+    sentence-transformers modules loaded by sentence-transformers with ``trust_remote_code`` off, one with augcse's
+    own modules assembled from the installed classes. ``config_kwargs`` replace values of the backbone's config
+    before its weights load."""
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(location, trust_remote_code=False)
+    folder = Path(location)
+    own = check_folder(folder) if (folder / "modules.json").is_file() else {}
+    if own:
+        return assemble(folder, own, config_kwargs)
+    return SentenceTransformer(location, trust_remote_code=False, config_kwargs=config_kwargs)
 
 
 def assemble(folder: Path, own: dict[str, type], config_kwargs: dict | None = None) -> SentenceTransformer:

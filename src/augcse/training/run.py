@@ -28,8 +28,8 @@ from augcse.assets.resolve import AssetError, data_dir as resolve_data_dir, has_
 from augcse.core.loss_parameters import loss_models
 from augcse.core.outputs import free_bytes, mib, write_failure, write_text_atomically
 from augcse.core.sanity import SAMPLE, check_distinct, check_text
-from augcse.models.load import assemble, check_readable
-from augcse.models.module_types import check_folder, make_portable
+from augcse.models.load import check_readable, load_as_published
+from augcse.models.module_types import make_portable
 from augcse.text.corpus_source import find_corpus, how_to_get
 from augcse.training.recipes.config import (DEFAULT_CORPUS, Recipe, RecipeError, check_budgets_reached, check_output_dir,
                                            validate_recipe)
@@ -58,19 +58,13 @@ def build_model(recipe: Recipe):
     model keeps its own maximum, so evaluation sees whole sentences as SentEval does. ``model.config``
     replaces values of the backbone's config (a paper's dropout) before the weights load.
     """
-    from sentence_transformers import SentenceTransformer
-
     from augcse.models.backbone_config import ConfigKeyError, check_config
     from augcse.models.poolers import build_sentence_transformer, freeze_fixed_weights
 
     location = resolve_model(recipe.model.backbone)
     try:
         if recipe.model.pooler is None:
-            # every module type resolved by augcse (one line for any other); augcse's own built from the package
-            own = check_folder(Path(location)) if Path(location, "modules.json").is_file() else {}
-            config = check_config(location, recipe.model.config) or None
-            model = (assemble(Path(location), own, config) if own else
-                     SentenceTransformer(location, trust_remote_code=False, config_kwargs=config))
+            model = load_as_published(location, check_config(location, recipe.model.config) or None)
         else:
             model = build_sentence_transformer(location, recipe.model.pooler, max_seq_length=None,
                                                keep_after_pooling=recipe.model.normalize, config=recipe.model.config)
