@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 LOCK_NAME = ".lock"
 
@@ -20,23 +21,44 @@ class FolderBusy(ValueError):
     """Another process holds the folder."""
 
 
+class LockHeld(Exception):
+    """The lock file is held by another process; ``holder`` is the PID it wrote, or "unknown"."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
+
+
+def take_lock(path: Path) -> TextIO:
+    """Take the ``flock`` of ``path`` without waiting and write this process's PID in it; the open handle holds
+    the lock (close it to release). :class:`LockHeld` when another process holds it."""
+    handle = open(path, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise LockHeld(holder) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
 @contextmanager
 def folder_lock(folder: Path, option: str) -> Iterator[None]:
     """Hold ``folder`` for this process while the block runs; :class:`FolderBusy` when another holds it."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_NAME
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            raise FolderBusy(f"{option} {folder} is in use by another augcse command (PID {holder}); wait for it "
-                             f"to finish or choose another {option}") from None
-        handle.truncate(0)
-        handle.write(str(os.getpid()))
-        handle.flush()
-        try:
-            yield
-        finally:
-            path.unlink(missing_ok=True)
+    try:
+        handle = take_lock(path)
+    except LockHeld as held:
+        raise FolderBusy(f"{option} {folder} is in use by another augcse command (PID {held.holder}); wait for it "
+                         f"to finish or choose another {option}") from None
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # still held: no other command can take it in between
+        handle.close()

@@ -27,7 +27,6 @@ loss state); a process killed or out of disk while saving leaves an incomplete o
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -36,12 +35,12 @@ from typing import Any
 
 import yaml
 from augcse.core import yamlfile
+from augcse.core.folder_lock import LOCK_NAME as LOCK, LockHeld, take_lock  # one lock file name for every folder
 from augcse.training.checkpoint_check import resume_refusal
 
 logger = logging.getLogger(__name__)
 
 LOSS_STATE = "loss_state.pt"
-LOCK = ".lock"
 MARKER = ".augcse-run"  # written into every folder a run claims: what makes a folder one augcse may empty
 RECIPE = "recipe.yaml"
 FINISHED = "summary.json"
@@ -240,19 +239,11 @@ class RunFolder:
 
     def _lock(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path / LOCK, "a+")
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            pid = handle.read().strip() or "unknown"
-            handle.close()
-            raise RunFolderError(f"{self.path} is in use by another augcse run (PID {pid}); wait for it to finish "
-                                 "or choose another name=") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
+            handle = take_lock(self.path / LOCK)
+        except LockHeld as held:
+            raise RunFolderError(f"{self.path} is in use by another augcse run (PID {held.holder}); wait for it to "
+                                 "finish or choose another name=") from None
         self._handle = handle
         _HELD.add(handle)
 
