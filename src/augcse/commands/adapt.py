@@ -40,6 +40,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                                          "never used to choose unless --choose-by-sample")
     parser.add_argument("--sample-task", help="a registered labelled task (e.g. SNIPS) scored like --sample, "
                                               "for the built-in data sets")
+    parser.add_argument("--sample-fast", action="store_true", help="score the sample in the task's fast mode "
+                                                                   "(fewer few-shot splits): for large sets on a CPU")
     parser.add_argument("--choose-by-sample", action="store_true", help="choose by the sample's score instead")
     parser.add_argument("--method", default="simcse", help=f"one of {', '.join(METHODS)} (default simcse)")
     parser.add_argument("--budgets", type=_numbers(int, "--budgets"), default=[16, 64, 256],
@@ -81,6 +83,8 @@ def _run_cli(args: argparse.Namespace) -> int:
         raise ValueError(f"--alphas {args.alphas}: each must be between 0 and 1")
     if args.held_out < 16 or args.clusters < 2:
         raise ValueError("--held-out must be at least 16 and --clusters at least 2")
+    if args.sample_fast and not (args.sample or args.sample_task):
+        raise ValueError("--sample-fast needs --sample FILE or --sample-task NAME")
     if args.choose_by_sample and not (args.sample or args.sample_task):
         raise ValueError("--choose-by-sample needs --sample FILE or --sample-task NAME")
     if args.sample and args.sample_task:
@@ -127,7 +131,7 @@ def _run_cli(args: argparse.Namespace) -> int:
         print("training done; choosing among the candidates without labels (final/ becomes the one kept)", flush=True)
     task = f"clustering:{Path(args.sample).resolve()}" if args.sample else args.sample_task
     record = select(recipe.run_dir, held, budgets, args.alphas, task, resolve_data_dir(args.data_dir),
-                    args.choose_by_sample, args.clusters, recipe.eval.batch_size)
+                    args.choose_by_sample, args.clusters, recipe.eval.batch_size, args.sample_fast)
     md, _ = write_report(record, recipe.run_dir)
     print(f"\n{record['verdict']}\nreport: {md}; model: {recipe.run_dir / 'final'}", flush=True)
     return 0

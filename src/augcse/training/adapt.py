@@ -213,7 +213,7 @@ def candidate_grid(budgets: Sequence[int], alphas: Sequence[float]) -> list[tupl
 
 def select(run_dir: Path, held: Sequence[str], budgets: Sequence[int], alphas: Sequence[float],
            sample_task: str | None, data_dir: Path | None, by_sample: bool, clusters: int,
-           batch_size: int) -> dict[str, Any]:
+           batch_size: int, sample_fast: bool = False) -> dict[str, Any]:
     """Score every candidate, choose, write ``final/`` (the chosen weights) and ``adapt.json``; the record."""
     from sentence_transformers import SentenceTransformer
     from tqdm.auto import tqdm
@@ -236,7 +236,8 @@ def select(run_dir: Path, held: Sequence[str], budgets: Sequence[int], alphas: S
             start_embeddings = model.encode(list(held), batch_size=batch_size, convert_to_numpy=True,
                                             show_progress_bar=False)
         if sample_task:
-            record["sample"] = main_scores(run_tasks(model, sample_task, data_dir, batch_size=batch_size))
+            record["sample"] = main_scores(run_tasks(model, sample_task, data_dir, fast=sample_fast,
+                                                     batch_size=batch_size, progress=False))
         records.append(record)
     inputs = [{k: r[k] for k in ("step", "alpha", "criteria")} for r in records]
     choice = choose_by_sample(records, sample_task) if by_sample and sample_task else choose(inputs)
@@ -247,6 +248,6 @@ def select(run_dir: Path, held: Sequence[str], budgets: Sequence[int], alphas: S
               "rule": "choose_by_sample" if by_sample and sample_task else "choose",
               "min_agreement": MIN_AGREEMENT, "chooser_inputs": inputs, "candidates": records,
               "budgets_not_reached": [b for b in budgets if b not in reached],
-              "held_out_texts": len(held), "sample_task": sample_task}
+              "held_out_texts": len(held), "sample_task": sample_task, "sample_fast": sample_fast}
     write_text_atomically(Path(run_dir) / RECORD, json.dumps(record, indent=2))
     return record
