@@ -167,14 +167,20 @@ def test_the_chooser_never_sees_labels():
     assert choose(records[:1] + records[2:]).verdict.startswith("kept the starting model: ")
 
 
-def test_the_design_study_grid_plans_valid_adapt_runs(data_dir, tmp_path, monkeypatch):
-    """Dry run: each (set, seed) of the grid passes every input check of ``augcse adapt``; nothing trains."""
+@pytest.mark.parametrize("grid_name", ["adapt-select", "adapt-heldout"])
+def test_the_study_grids_plan_valid_adapt_runs(grid_name, data_dir, tmp_path, monkeypatch):
+    """Dry run: each (set, seed) of the design and held-out grids passes every input check of ``augcse adapt``
+    (the seeded sample files written once, 4,000 labelled rows); nothing trains."""
     import augcse.commands.adapt as command
     from augcse.studies.adapt_select import plan
 
-    grid = Path(command.__file__).parents[1] / "data/studies/adapt-select.yaml"
-    lines = plan(grid, data_dir)
-    assert len(lines) == 12 and {line[3] for line in lines} == {"SNIPS", "HWU64", "Tweet", "SearchSnippets"}
+    grid = Path(command.__file__).parents[1] / f"data/studies/{grid_name}.yaml"
+    lines = plan(grid, data_dir, tmp_path / "study")
+    assert len(lines) == 12 and len({line[1] for line in lines}) == 4
+    for sample in (tmp_path / "study" / "samples").glob("*.csv"):
+        with open(sample, encoding="utf-8", newline="") as f:
+            assert len(list(csv.DictReader(f))) == 4000
+    assert lines == plan(grid, data_dir, tmp_path / "study")  # the same rows on a second plan
 
     class Checked(Exception):
         pass
