@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from augcse.core.outputs import write_text_atomically
-from augcse.training.adapt import LOWER_IS_BETTER, choose
+from augcse.training.adapt import LOWER_IS_BETTER, best_with_floor, choose
 
 CRITERIA = ("heldout_loss", "knn_overlap", "rankme", "alignment", "uniformity", "kmeans_stability")
 Rule = Callable[[Sequence[dict[str, Any]]], tuple[int, float]]
@@ -33,18 +33,9 @@ def _start(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _best_with_floor(criterion: str, floor: float) -> Rule:
-    """The candidate best on ``criterion`` among those keeping ``floor`` of the start's neighbours, if it beats the
-    start on ``criterion``; else the start."""
-    sign = -1.0 if criterion in LOWER_IS_BETTER else 1.0
-
     def rule(records: Sequence[dict[str, Any]]) -> tuple[int, float]:
-        start = _start(records)
-        fit = [r for r in records if r["step"] > 0 and r["criteria"]["knn_overlap"] >= floor
-               and sign * r["criteria"][criterion] > sign * start["criteria"][criterion]]
-        if not fit:
-            return 0, 0.0
-        best = max(fit, key=lambda r: sign * r["criteria"][criterion])
-        return best["step"], best["alpha"]
+        best = best_with_floor(records, criterion, floor)
+        return (0, 0.0) if best is None else (best["step"], best["alpha"])
 
     return rule
 

@@ -177,20 +177,27 @@ class Choice:
     verdict: str  # one line: what was kept and why
 
 
+def best_with_floor(records: Sequence[dict[str, Any]], criterion: str, floor: float) -> dict[str, Any] | None:
+    """The candidate best on ``criterion`` among those keeping at least ``floor`` of the starting model's nearest
+    neighbours and beating the starting model on ``criterion``; ``None`` when there is none. ``records``: one per
+    candidate, its ``step``, ``alpha`` and ``criteria`` only (the step-0 record is the starting model)."""
+    sign = -1.0 if criterion in LOWER_IS_BETTER else 1.0
+    start = next(r for r in records if r["step"] == 0)["criteria"][criterion]
+    fit = [r for r in records if r["step"] > 0 and r["alpha"] > 0 and r["criteria"]["knn_overlap"] >= floor
+           and sign * r["criteria"][criterion] > sign * start]
+    return max(fit, key=lambda r: sign * r["criteria"][criterion]) if fit else None
+
+
 def choose(records: Sequence[dict[str, Any]], min_agreement: float | None = None) -> Choice:
     """Provisional rule (not yet measured against labelled scores): keep the starting model unless a candidate
     has a lower held-out contrastive loss and keeps at least ``min_agreement`` of the starting model's nearest
-    neighbours; among those, the lowest loss. ``records``: one per candidate, its ``step``, ``alpha`` and
-    ``criteria`` only (the step-0 record is the starting model); ``min_agreement`` defaults to :data:`MIN_AGREEMENT`."""
+    neighbours; among those, the lowest loss. ``min_agreement`` defaults to :data:`MIN_AGREEMENT`."""
     min_agreement = MIN_AGREEMENT if min_agreement is None else min_agreement
-    start = next(r for r in records if r["step"] == 0)
-    base = start["criteria"]["heldout_loss"]
-    fit = [r for r in records if r["step"] > 0 and r["alpha"] > 0
-           and r["criteria"]["heldout_loss"] < base and r["criteria"]["knn_overlap"] >= min_agreement]
-    if not fit:
+    base = next(r for r in records if r["step"] == 0)["criteria"]["heldout_loss"]
+    best = best_with_floor(records, "heldout_loss", min_agreement)
+    if best is None:
         return Choice(0, 0.0, "kept the starting model: no candidate beat it on held-out contrastive loss while "
                               f"keeping {min_agreement:.0%} of its nearest neighbours")
-    best = min(fit, key=lambda r: r["criteria"]["heldout_loss"])
     c = best["criteria"]
     return Choice(best["step"], best["alpha"],
                   f"kept step {best['step']} at alpha {best['alpha']:g}: held-out contrastive loss {c['heldout_loss']:.3f} "
