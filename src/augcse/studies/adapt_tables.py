@@ -159,6 +159,30 @@ def tables(by_set: dict[str, list[dict[str, Any]]], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary(studies: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    """The eight-set table of docs/ADAPTATION.md: per set, the starting model, what ``augcse adapt`` keeps (the
+    frozen :func:`~augcse.training.adapt.choose`), the oracle, and each criterion's τ; ``studies``: ``{study label:
+    {set: records}}``, e.g. design sets then held-out sets."""
+    rule = RULES["augcse adapt (choose)"]
+    head = ["set", "study", "starting model", "augcse adapt keeps", "Δ", "oracle (hindsight)",
+            *[f"τ `{c}`" for c in CRITERIA]]
+    lines = [_row(head), _row(["---", "---", *["---:"] * (len(head) - 2)])]
+    deltas, oracles = [], []
+    for label, by_set in studies.items():
+        gains, best = rule_gains(by_set, rule), oracle(by_set)
+        for name, records in by_set.items():
+            g = gains[name]
+            taus = [_mean_sd([criteria_tau(r)[c] for r in records])[0] for c in CRITERIA]
+            deltas.append(g["delta"])
+            oracles.append(best[name][0] - g["start"])
+            lines.append(_row([f"{name} ({len(records)} seeds)", label, f"{g['start']:.2f}",
+                               f"{g['kept']:.2f} ± {g['sd']:.2f}{'' if g['safe'] else ' ✗'}", f"{g['delta']:+.2f}",
+                               f"{best[name][0]:.2f} ({oracles[-1]:+.2f})", *[f"{t:+.2f}" for t in taus]]))
+    lines.append(_row(["mean", "", "", "", f"{statistics.fmean(deltas):+.2f}", f"({statistics.fmean(oracles):+.2f})",
+                       *[""] * len(CRITERIA)]))
+    return lines
+
+
 def write(folder: Path, title: str) -> Path:
     path = Path(folder) / "study.md"
     write_text_atomically(path, tables(load_records(folder), title))
