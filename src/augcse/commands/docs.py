@@ -176,22 +176,36 @@ def _reproduce(name: str) -> Callable[[str | None], list[str]]:
     return block
 
 
+ADAPT_STUDIES = {"design": "adapt-select", "held out": "adapt-heldout"}  # label in the table: docs/studies/ folder
+
+
+def adapt_choice(_: str | None = None) -> list[str]:
+    """The eight-set table of ``augcse adapt``: what it keeps against the start and the oracle, and each criterion's
+    τ, from the design and held-out studies' records (:func:`augcse.studies.adapt_tables.summary`)."""
+    from augcse.studies import adapt_tables
+
+    found = {label: adapt_tables.load_records(STUDIES / name) for label, name in ADAPT_STUDIES.items()}
+    return adapt_tables.summary({label: by_set for label, by_set in found.items() if by_set})
+
+
 BLOCKS: dict[str, Callable[[str | None], list[str]]] = {
     "adapt-grid": adapt_grid, "adapt-set": adapt_set, "methods-minilm": methods_minilm, "grad-cache": grad_cache,
     "fault-matrix": fault_matrix, "reproduce-plan": _reproduce("plan_table"),
     "reproduce-settings": _reproduce("row_settings_excerpt"), "reproduce-checkpoints": _reproduce("checkpoints"),
-    "reproduce-memory": _reproduce("memory_excerpt"),
+    "reproduce-memory": _reproduce("memory_excerpt"), "adapt-choice": adapt_choice,
 }
 
 
 def pages() -> dict[Path, Callable[[], str]]:
     """The pages generated whole, each by its own module (which also names its own command)."""
-    from augcse.studies import coverage
+    from augcse.studies import adapt_tables, coverage
     from augcse.text.augment import reference as augmentations
     from augcse.training import reference as recipes
 
+    adapt_pages = {STUDIES / name / "study.md": (lambda n=name: adapt_tables.page(STUDIES / n))
+                   for name in ADAPT_STUDIES.values() if (STUDIES / name / "records").is_dir()}
     return {Path("docs/RECIPES.md"): recipes.reference, Path("docs/COVERAGE.md"): coverage.document,
-            Path("docs/AUGMENTATIONS.md"): augmentations.reference}
+            Path("docs/AUGMENTATIONS.md"): augmentations.reference, **adapt_pages}
 
 
 def fill(text: str) -> str:
