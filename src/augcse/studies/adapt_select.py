@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import random
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from augcse.core import textfile, yamlfile
+from augcse.core.outputs import write_text_atomically
 
 KEYS = {"title", "seeds", "arguments", "sets", "rule_commit"}
 SET_KEYS = {"texts", "task", "sample_rows"}
@@ -87,6 +90,13 @@ def run(grid_path: str | Path, data_dir: Path, out: Path) -> None:
     """Run every planned line whose ``adapt.json`` is missing, in ``out/runs``; one log per run in ``out/logs``."""
     out = Path(out).resolve()
     (out / "logs").mkdir(parents=True, exist_ok=True)
+    started = out / "study.json"  # when the study began and under which frozen rule: written once
+    if not started.is_file():
+        grid = load_grid(grid_path)
+        write_text_atomically(started, json.dumps({"grid": str(grid_path), "title": grid["title"],
+                                                   "rule_commit": grid.get("rule_commit"),
+                                                   "started": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+                                                  indent=2))
     for line in plan(grid_path, data_dir, out):
         name = next(a for a in line if a.startswith("name="))[5:]
         if (out / "runs" / name / "adapt.json").is_file():
