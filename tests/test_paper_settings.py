@@ -161,8 +161,14 @@ def trainer_received(recipe) -> dict[str, object]:
     default = SentenceTransformerTrainingArguments(output_dir=args.output_dir)
     plain = lambda value: value.value if isinstance(value, enum.Enum) else value  # noqa: E731
     held = set(TRAINED_WITH) - ({"eval_steps", "load_best_model_at_end"} if recipe.eval.dev is None else set())
-    return {f"training.{field.name}": plain(getattr(args, field.name)) for field in dataclasses.fields(args)
-            if field.name in held or plain(getattr(args, field.name)) != plain(getattr(default, field.name))}
+    out = {f"training.{field.name}": plain(getattr(args, field.name)) for field in dataclasses.fields(args)
+           if field.name in held or plain(getattr(args, field.name)) != plain(getattr(default, field.name))}
+    if args.augcse_schedule is not None:  # one of augcse's schedules: the trainer steps through it, not its stand-in
+        name, kwargs = args.augcse_schedule
+        del out["training.lr_scheduler_kwargs"]
+        out.update({"training.lr_scheduler_type": name,
+                    **{f"training.lr_scheduler_kwargs.{k}": v for k, v in kwargs.items()}})
+    return out
 
 
 def model_received(recipe, backbone) -> dict[str, object]:

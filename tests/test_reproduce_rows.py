@@ -99,7 +99,7 @@ def test_statuses_say_what_their_sources_support():
              for key in ("data.views[0].p", "data.views[0].k") if _kinds("cards", row).get(key) not in (None, "open")]
     assert len(cards) == 8 and all(_kinds("cards", row)[key] == "code" for row, key in cards)
     assert _kinds("augcse", "bert-base")["loss.params.augmentations"] == "deviation"
-    assert _kinds("sda", "ct-bert-base")["training.lr_scheduler_type"] == "deviation"
+    assert _kinds("sda", "ct-bert-base")["training.lr_scheduler_type"] == "code"  # the step-down schedule, built
 
 
 def test_esimcse_roberta_large_trains_with_run_sh_dropout():

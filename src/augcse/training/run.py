@@ -177,6 +177,8 @@ def training_arguments(recipe: Recipe, has_dev: bool, total_steps: int = 0):
     """
     from sentence_transformers import SentenceTransformerTrainingArguments
 
+    from augcse.training.schedules import CHECKS
+
     args: dict[str, Any] = dict(
         **TRAINING_DEFAULTS,
         logging_steps=10,
@@ -196,11 +198,21 @@ def training_arguments(recipe: Recipe, has_dev: bool, total_steps: int = 0):
     if has_dev:
         args.setdefault("save_steps", args["eval_steps"])
         args.setdefault("metric_for_best_model", "eval_dev_score")
+    schedule = None
+    if args.get("lr_scheduler_type") in CHECKS:  # one of augcse's schedules: the trainer runs it as constant
+        name, kwargs = args["lr_scheduler_type"], args.pop("lr_scheduler_kwargs", None)
+        try:
+            CHECKS[name](kwargs)
+        except ValueError as exc:
+            raise RecipeError(str(exc)) from None
+        schedule, args["lr_scheduler_type"] = (name, kwargs), "constant"
     try:
-        return SentenceTransformerTrainingArguments(output_dir=str(recipe.run_dir), **args)
+        arguments = SentenceTransformerTrainingArguments(output_dir=str(recipe.run_dir), **args)
     except (ValueError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise RecipeError(f"recipe section 'training': {first}") from None
+    arguments.augcse_schedule = schedule
+    return arguments
 
 
 # --------------------------------------------------------------------------- reporting

@@ -199,11 +199,21 @@ def _validate_training(training: dict) -> None:
                 f"unknown recipe key 'training.{key}'{suggest(key, hints)}: not a SentenceTransformerTrainingArguments "
                 "field (output_dir comes from the recipe's output_dir and name)"
             )
+    from augcse.training.schedules import CHECKS
+
     given = {key: (_enum_values(hints[key]) | None, None) for key in training}
+    if "lr_scheduler_type" in given:  # the trainer's schedules and augcse's (training/schedules.py)
+        allowed = _literal_values(given["lr_scheduler_type"][0]) | set(CHECKS)
+        given["lr_scheduler_type"] = (Literal[tuple(sorted(allowed))] | None, None)
     for key, value in training.items():  # YAML 1.1 reads a bare `no` as false: `save_strategy: no` means "no"
         if value is False and "no" in _literal_values(given[key][0]):
             training[key] = "no"
     validate(create_model("TrainingArguments", __base__=Section, **given), training, "training")
+    if training.get("lr_scheduler_type") in CHECKS:
+        try:
+            CHECKS[training["lr_scheduler_type"]](training.get("lr_scheduler_kwargs"))
+        except ValueError as exc:
+            raise RecipeError(str(exc)) from None
     _validate_report_to(training.get("report_to"))
 
 
