@@ -65,13 +65,28 @@ def test_unusable_corpus_and_bad_format_fail_clearly(tmp_path):
         read_corpus(tmp_path / "missing.txt")
 
 
+@pytest.mark.parametrize("data, says", [
+    ("hello world of words\nanother line here\n".encode("utf-16"), "it is UTF-16 text (byte-order mark FF FE), not "
+                                                                   "UTF-8: convert it (e.g. iconv -f UTF-16 -t UTF-8)"),
+    ("hello world of words\nanother line here\n".encode("utf-16-le"), "it looks like UTF-16 text without a byte-order "
+                                                                      "mark"),
+    (b"abc def\x00\x00 ghi\n" * 10, "it holds NUL bytes (20 in its first 140 bytes): a binary file, not text"),
+])
+def test_utf16_and_nul_files_are_told_what_they_are_not_latin1(tmp_path, data, says):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(data)
+    with pytest.raises(ValueError) as info:
+        read_corpus(path)
+    assert says in str(info.value) and "latin1" not in str(info.value)
+
+
 def test_a_latin1_csv_and_an_empty_file_are_told_what_they_are(tmp_path):
     latin = tmp_path / "latin.csv"
     latin.write_bytes(b"text\ncaf\xe9 au lait\nna\xefve sentence here\n")
     with pytest.raises(ValueError) as info:
         read_corpus(latin)
     assert str(info.value) == (f"corpus {latin} has no usable sentence (read 2 lines, kept 0, skipped: undecodable 2); "
-                               "it is not UTF-8 text: convert it (e.g. iconv -f latin1 -t utf-8)")
+                               "it is not UTF-8 text: convert it (e.g. iconv -f latin1 -t utf-8 for latin-1)")
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     with pytest.raises(ValueError, match=r"\(read 0 lines, kept 0, skipped: none\); the file is empty$"):

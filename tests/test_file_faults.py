@@ -25,7 +25,7 @@ def test_a_binary_recipe_file_is_named_as_not_utf8_text(tmp_path, capsys) -> Non
     recipe.write_bytes(b"name: x\n\x89PNG\r\n\x1a\n\x00\x00")
     assert main(["train", str(recipe)]) == 2
     assert _error(capsys) == [f"augcse train: error: recipe {recipe} is not UTF-8 text (byte b'\\x89' on line 2); "
-                              "save it as UTF-8"]
+                              "it holds NUL bytes (2 in its first 18 bytes): a binary file, not text"]
 
 
 def test_a_latin1_clustering_file_is_named_as_not_utf8_text(tmp_path, capsys) -> None:
@@ -33,7 +33,7 @@ def test_a_latin1_clustering_file_is_named_as_not_utf8_text(tmp_path, capsys) ->
     path.write_bytes(LATIN1)
     assert main(["eval", str(tmp_path / "no-model"), "--tasks", f"clustering:{path}"]) == 2
     assert _error(capsys) == [f"augcse eval: error: clustering:{path} is not UTF-8 text (byte b'\\xe9' on line 2); "
-                              "save it as UTF-8"]
+                              "it is not UTF-8 text: convert it (e.g. iconv -f latin1 -t utf-8 for latin-1)"]
 
 
 def test_a_latin1_intent_or_clustering_data_file_is_named(tmp_path) -> None:

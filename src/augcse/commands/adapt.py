@@ -66,7 +66,9 @@ def _check_sample(path: str) -> None:
         with open(sample, encoding="utf-8", newline="") as f:
             columns = csv.DictReader(f).fieldnames or []
     except UnicodeDecodeError:
-        raise ValueError(f"--sample {path}: not UTF-8 text") from None
+        from augcse.core.textfile import why_not_utf8
+
+        raise ValueError(f"--sample {path}: {why_not_utf8(path)}") from None
     if not {"text", "label"} <= set(columns):
         raise ValueError(f"--sample {path}: needs the columns text,label (has: {', '.join(columns) or 'none'})")
 

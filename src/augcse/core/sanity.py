@@ -37,8 +37,10 @@ def check_text(where: str, sample: Sequence[str], read: int, unreadable: int) ->
     """Refuse a corpus that is mostly unreadable or not text (``sample``: the first kept lines, at most
     :data:`SAMPLE`)."""
     if read and unreadable > MAX_UNREADABLE_SHARE * read:
+        from augcse.core.textfile import why_not_utf8
+
         raise ValueError(f"corpus {where}: {unreadable} of its {read} lines are undecodable or malformed (more than "
-                         f"{MAX_UNREADABLE_SHARE:.0%}); it is not a text corpus in UTF-8: convert or replace it")
+                         f"{MAX_UNREADABLE_SHARE:.0%}); {why_not_utf8(where)}")
     non_text = sum(not is_text(line) for line in sample)
     if sample and non_text > MAX_NON_TEXT_SHARE * len(sample):
         raise ValueError(f"corpus {where}: {non_text} of the first {len(sample)} kept lines are not text (under "

@@ -31,6 +31,28 @@ def decode_lines(raw_lines: Iterable[bytes], source: str, encoding: str = "utf-8
                              "(e.g. --encoding latin-1)") from None
 
 
+BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
+
+
+def why_not_utf8(path: str | Path, probe: int = 4096) -> str:
+    """What a file that does not decode as UTF-8 most likely is, from its first ``probe`` bytes, with the
+    conversion to suggest: UTF-16/32 (a byte-order mark, or a NUL in every other byte), a binary file (NUL
+    bytes), else a single-byte encoding such as latin-1."""
+    with open(path, "rb") as handle:
+        head = handle.read(probe)
+    for bom, name in BOMS.items():
+        if head.startswith(bom):
+            return f"it is {name} text (byte-order mark {bom.hex(' ').upper()}), not UTF-8: convert it (e.g. " \
+                   f"iconv -f {name} -t UTF-8)"
+    nul = head.count(b"\0")
+    if nul and (head[1::2].count(b"\0") > 0.4 * len(head[1::2]) or head[0::2].count(b"\0") > 0.4 * len(head[0::2])):
+        return "it looks like UTF-16 text without a byte-order mark (a NUL in every other byte), not UTF-8: " \
+               "convert it (e.g. iconv -f UTF-16LE -t UTF-8)"
+    if nul:
+        return f"it holds NUL bytes ({nul} in its first {len(head)} bytes): a binary file, not text"
+    return "it is not UTF-8 text: convert it (e.g. iconv -f latin1 -t utf-8 for latin-1)"
+
+
 def read_lines(path: str | Path, encoding: str = "utf-8") -> Iterator[str]:
     """The lines of ``path`` (with their line ends), decoded by :func:`decode_lines`; a folder is refused."""
     path = Path(path)
@@ -53,4 +75,4 @@ def read_text(path: str | Path, label: str) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise ValueError(f"{label} is not UTF-8 text (byte {data[exc.start:exc.start + 1]!r} on line {line}); "
-                         "save it as UTF-8") from None
+                         f"{why_not_utf8(path)}") from None

@@ -28,6 +28,7 @@ import pyarrow as pa
 from datasets import Dataset
 
 from augcse.core.sanity import check_header
+from augcse.core.textfile import why_not_utf8
 from augcse.text.dedupe import SeenLines
 
 logger = logging.getLogger(__name__)
@@ -242,7 +243,7 @@ def load_corpus(
             stats.skipped["over_limit"] += total - limit
         stats.kept = min(total, limit) if limit is not None else total
         if not stats.kept:
-            raise ValueError(f"corpus {path} has no usable sentence ({stats.summary()}){_why_empty(stats, column)}")
+            raise ValueError(f"corpus {path} has no usable sentence ({stats.summary()}){_why_empty(stats, column, path)}")
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -280,12 +281,12 @@ def read_corpus(path: str | Path, column: str = "text", **options) -> tuple[list
     return dataset.data.column("text").to_pylist(), stats
 
 
-def _why_empty(stats: CorpusStats, column: str) -> str:
+def _why_empty(stats: CorpusStats, column: str, path: str | Path) -> str:
     """What a corpus with nothing kept most likely needs, when every line failed the same way."""
     if stats.read == 0:
         return "; the file is empty"
     if stats.skipped["undecodable"] == stats.read:
-        return "; it is not UTF-8 text: convert it (e.g. iconv -f latin1 -t utf-8)"
+        return f"; {why_not_utf8(path)}"
     if stats.skipped["missing"] == stats.read:
         return f"; no row has a text under {column!r}: set data.column"
     return ""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from augcse.core.outputs import write_text_atomically
-from augcse.core.textfile import read_lines
+from augcse.core.textfile import read_lines, why_not_utf8
 
 MIN_AGREEMENT = 0.5  # share of the starting model's 10 nearest neighbours a kept candidate must keep
 RECORD = "adapt.json"
@@ -107,7 +107,7 @@ def read_texts(path: str | Path, column: str = "text", minimum: int = 32) -> lis
     try:
         texts = [t.strip() for t in reader(path, column) if t and t.strip()]
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}); {why_not_utf8(path)}") from None
     if len(texts) < minimum:
         raise ValueError(f"{path}: {len(texts)} non-empty texts; adapt needs at least {minimum}")
     return texts
