@@ -45,8 +45,53 @@ def make_run(root: Path, name: str, seed: int, after: dict, lr: float = 3e-5, re
 
 
 def test_flatten_scores_accepts_numbers_and_nested_dicts() -> None:
-    flat = flatten_scores({"STS12": 70.0, "MR": {"acc": 80.0, "seconds": 3.0}, "bad": "x", "flag": True})
+    flat = flatten_scores({"STS12": 70.0, "MR": {"acc": 80.0, "seconds": 3.0}, "flag": True})
     assert flat == {"STS12": 70.0, "MR/acc": 80.0}
+
+
+@pytest.mark.parametrize("value", ["high", [70.0], None])
+def test_a_score_that_is_not_a_number_is_named_not_read_as_no_scores(tmp_path: Path, capsys, value) -> None:
+    run = make_run(tmp_path, "r", 1, {"STSBenchmark": value})
+    for command in (["report", str(run)], ["compare", str(run), str(run)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"augcse {command[0]}: error: {run / 'eval.json'}: after: the score 'STSBenchmark' is "
+                       f"{json.dumps(value)}, not a number: it was edited or damaged; restore it, or move it away "
+                       "to report the run without it"]
+
+
+def test_a_nan_score_shows_as_nan_not_as_missing(tmp_path: Path) -> None:
+    run = make_run(tmp_path, "r", 1, {"STSBenchmark": float("nan")})
+    assert main(["report", str(run)]) == 0
+    row = next(line for line in (run / "report.md").read_text().splitlines() if line.startswith("| STSBenchmark "))
+    assert row.split("|")[2:4] == [" 60.00 ", " NaN "]
+
+
+def test_the_comparison_chart_shows_every_error_bar_whole(tmp_path: Path) -> None:
+    """Two seeds far apart: mean ± sd reaches beyond both seeds' scores; the axis must hold it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from augcse.report import plots
+
+    seen = {}
+    real_save = plots._save
+
+    def keep(fig, path):
+        seen["ylim"] = fig.axes[0].get_ylim()
+        return real_save(fig, path)
+
+    plots._save, groups = keep, {"wide": {"T": [50.0, 90.0]}, "narrow": {"T": [70.0, 70.2]}}
+    try:
+        plots.group_bars(groups, tmp_path / "bars.png")
+    finally:
+        plots._save = real_save
+        plt.close("all")
+    sd = float(np.std([50.0, 90.0], ddof=1))
+    low, high = seen["ylim"]
+    assert low <= 70.0 - sd and high >= 70.0 + sd
 
 
 def test_curve_series_sorts_keys_into_panels() -> None:

@@ -209,6 +209,7 @@ def group_bars(groups: Mapping[str, Mapping[str, Sequence[float]]], path: str | 
     width = 0.8 / max(len(groups), 1)
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(tasks) * max(len(groups), 1) ** 0.5 + 2), 3.8))
     cmap = plt.get_cmap("tab10")
+    extent: list[float] = []  # every seed's score and every error bar's ends: the axis shows them all
     for g, (label, scores) in enumerate(groups.items()):
         x = np.arange(len(tasks)) + (g - (len(groups) - 1) / 2) * width
         values = [list(scores.get(t, [])) for t in tasks]
@@ -217,7 +218,8 @@ def group_bars(groups: Mapping[str, Mapping[str, Sequence[float]]], path: str | 
         ax.errorbar(x, means, yerr=sds, fmt="o", markersize=7, capsize=4, color=cmap(g % 10), label=label, zorder=3)
         for xi, v in zip(x, values):
             ax.scatter([xi + 0.25 * width] * len(v), v, s=10, color=cmap(g % 10), alpha=0.6, linewidths=0, zorder=2)
-    finite = [v for scores in groups.values() for vs in scores.values() for v in vs]
+        extent += [e for v, m, sd in zip(values, means, sds) for e in (*v, m - sd, m + sd)]
+    finite = [v for v in extent if np.isfinite(v)]
     if finite:
         low, high = min(finite), max(finite)
         ax.set_ylim(low - 0.15 * (high - low + 1), high + 0.15 * (high - low + 1))

@@ -56,8 +56,13 @@ class Run:
         return str(self.versions.get(stage, {}).get("precision", "float32"))
 
 
+class ScoreError(ValueError):
+    """A score in ``eval.json`` that is not a number (a string, a list): the file was edited or damaged."""
+
+
 def flatten_scores(scores: Any, prefix: str = "") -> dict[str, float]:
-    """``{task: number}`` or ``{task: {metric: number}}`` -> ``{"task" | "task/metric": number}``."""
+    """``{task: number}`` or ``{task: {metric: number}}`` -> ``{"task" | "task/metric": number}``; NaN stays NaN
+    (a score that could not be computed), anything else that is not a number is a :class:`ScoreError` naming it."""
     out: dict[str, float] = {}
     if not isinstance(scores, dict):
         return out
@@ -70,6 +75,8 @@ def flatten_scores(scores: Any, prefix: str = "") -> dict[str, float]:
                 out[name] = float(value)
         elif isinstance(value, dict):
             out.update(flatten_scores(value, f"{name}/"))
+        else:
+            raise ScoreError(f"the score {name!r} is {json.dumps(value)}, not a number")
     return out
 
 
@@ -112,8 +119,14 @@ def load_run(run_dir: str | Path) -> Run:
             if isinstance(record, dict):
                 run.records.append(record)
     loaded = _read_json(path / "eval.json")
-    run.scores = {stage: single_task_averages_dropped(flatten_scores(v)) for stage, v in loaded.items()
-                  if isinstance(v, dict) and stage != VERSIONS_KEY}
+    for stage, values in loaded.items():
+        if not isinstance(values, dict) or stage == VERSIONS_KEY:
+            continue
+        try:
+            run.scores[stage] = single_task_averages_dropped(flatten_scores(values))
+        except ScoreError as exc:
+            raise ValueError(f"{path / 'eval.json'}: {stage}: {exc}: it was edited or damaged; restore it, or move it "
+                             "away to report the run without it") from None
     run.summary = _read_json(path / "summary.json")
     run.versions = loaded.get(VERSIONS_KEY) if isinstance(loaded.get(VERSIONS_KEY), dict) else {}
     return run
@@ -148,13 +161,16 @@ def single_task_averages_dropped(scores: dict[str, float]) -> dict[str, float]:
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """A score; "—" where there is none, "NaN" where one was recorded but could not be computed."""
+    if value is None:
         return "—"
-    return f"{value:.{digits}f}"
+    return "NaN" if isinstance(value, float) and math.isnan(value) else f"{value:.{digits}f}"
 
 
 def _fmt_signed(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.2f}"
+    if value is None:
+        return "—"
+    return "NaN" if math.isnan(value) else f"{value:+.2f}"
 
 
 def score_table(scores: dict[str, dict[str, float]]) -> Table | None:
