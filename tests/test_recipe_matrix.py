@@ -67,6 +67,9 @@ def test_trains_on_two_processes_from_a_fresh_folder(matrix, name):
     straight = modes(matrix, name)["straight"]
     assert straight["outcome"] == "finished" and straight["steps"] == STEPS, straight
     assert (matrix[0] / name / "straight" / "final" / "model.safetensors").is_file()
+    # the process count comes from the environment (torchrun's WORLD_SIZE): the record says what ran
+    summary = json.loads((matrix[0] / name / "straight" / "summary.json").read_text())
+    assert (summary["processes"], summary["global_batch"], summary["seed"]) == (2, 2 * 4, 42), summary
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
