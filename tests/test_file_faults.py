@@ -125,3 +125,11 @@ def test_encode_on_a_full_disk_keeps_the_previous_file_and_leaves_no_partial_one
     monkeypatch.setattr(np, "save", real_save)
     assert main(["encode", str(tiny_model_dir), str(text), "--out", str(out)]) == 0
     assert np.load(out).shape == (2, 32) and list(out.parent.iterdir()) == [out]
+
+
+def test_a_folder_named_as_the_corpus_is_called_a_folder(tmp_path, capsys) -> None:
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    assert main(["train", "--recipe", "quickstart", f"data.corpus={folder}", f"output_dir={tmp_path / 'runs'}"]) == 2
+    assert _error(capsys) == [f"augcse train: error: recipe key 'data.corpus': {folder} is a folder; give the corpus "
+                              "file in it (one sentence per line, or a CSV/JSON-lines/Parquet file)"]

@@ -91,6 +91,9 @@ def resolve_corpus(recipe: Recipe, data_dir: Path | None) -> Path:
     if found is not None:
         return found
     if corpus != DEFAULT_CORPUS:
+        if Path(corpus).expanduser().is_dir():
+            raise RecipeError(f"recipe key 'data.corpus': {corpus} is a folder; give the corpus file in it (one "
+                              "sentence per line, or a CSV/JSON-lines/Parquet file)")
         where = f" or under the data directory {data_dir}" if data_dir else " (no data directory given)"
         raise RecipeError(f"recipe key 'data.corpus': {corpus} does not exist as a file{where}; fix the path "
                           f"({how_to_get(corpus, data_dir)})")
