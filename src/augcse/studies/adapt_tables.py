@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from augcse.core.outputs import write_text_atomically
-from augcse.training.adapt import LOWER_IS_BETTER, best_with_floor, choose
+from augcse.training.adapt import LOWER_IS_BETTER, best_with_floor, choose, furthest_within
 
 CRITERIA = ("heldout_loss", "knn_overlap", "rankme", "alignment", "uniformity", "kmeans_stability")
 Rule = Callable[[Sequence[dict[str, Any]]], tuple[int, float]]
@@ -41,6 +41,14 @@ def _best_with_floor(criterion: str, floor: float) -> Rule:
     return rule
 
 
+def _furthest_within(floor: float) -> Rule:
+    def rule(records: Sequence[dict[str, Any]]) -> tuple[int, float]:
+        best = furthest_within(records, floor)
+        return (0, 0.0) if best is None else (best["step"], best["alpha"])
+
+    return rule
+
+
 def _fixed(step: int, alpha: float) -> Rule:
     return lambda records: (step, alpha) if any(r["step"] == step and r["alpha"] == alpha for r in records) else (0, 0.0)
 
@@ -53,10 +61,11 @@ def _frozen(records: Sequence[dict[str, Any]]) -> tuple[int, float]:
 RULES: dict[str, Rule] = {
     "augcse adapt (choose)": _frozen,
     "starting model": lambda records: (0, 0.0),
-    **{f"heldout_loss, knn ≥ {f:g}": _best_with_floor("heldout_loss", f) for f in (0.5, 0.7, 0.8, 0.9)},
-    **{f"rankme, knn ≥ {f:g}": _best_with_floor("rankme", f) for f in (0.5, 0.7, 0.8, 0.9)},
+    **{f"heldout_loss, knn ≥ {f:g}": _best_with_floor("heldout_loss", f) for f in (0.5, 0.7, 0.8, 0.9, 0.95)},
+    **{f"rankme, knn ≥ {f:g}": _best_with_floor("rankme", f) for f in (0.5, 0.7, 0.8, 0.9, 0.95)},
     **{f"uniformity, knn ≥ {f:g}": _best_with_floor("uniformity", f) for f in (0.7, 0.9)},
     **{f"kmeans_stability, knn ≥ {f:g}": _best_with_floor("kmeans_stability", f) for f in (0.5, 0.8)},
+    **{f"furthest with knn ≥ {f:g}": _furthest_within(f) for f in (0.85, 0.9, 0.93, 0.95, 0.97)},
     **{f"fixed: step {s}, α {a:g}": _fixed(s, a) for s in (16, 64, 128) for a in (0.25, 0.5, 1.0)},
 }
 

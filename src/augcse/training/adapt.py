@@ -188,6 +188,13 @@ def best_with_floor(records: Sequence[dict[str, Any]], criterion: str, floor: fl
     return max(fit, key=lambda r: sign * r["criteria"][criterion]) if fit else None
 
 
+def furthest_within(records: Sequence[dict[str, Any]], floor: float) -> dict[str, Any] | None:
+    """The candidate that moved furthest from the starting model (the fewest of its nearest neighbours kept)
+    while keeping at least ``floor`` of them; ``None`` when every candidate kept fewer."""
+    fit = [r for r in records if r["step"] > 0 and r["alpha"] > 0 and r["criteria"]["knn_overlap"] >= floor]
+    return min(fit, key=lambda r: (r["criteria"]["knn_overlap"], -r["step"], -r["alpha"])) if fit else None
+
+
 def choose(records: Sequence[dict[str, Any]], min_agreement: float | None = None) -> Choice:
     """Provisional rule (not yet measured against labelled scores): keep the starting model unless a candidate
     has a lower held-out contrastive loss and keeps at least ``min_agreement`` of the starting model's nearest
