@@ -44,11 +44,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                                                                    "(fewer few-shot splits): for large sets on a CPU")
     parser.add_argument("--choose-by-sample", action="store_true", help="choose by the sample's score instead")
     parser.add_argument("--method", default="simcse", help=f"one of {', '.join(METHODS)} (default simcse)")
-    parser.add_argument("--budgets", type=_numbers(int, "--budgets"), default=[16, 64, 256],
-                        help="training steps at which candidates are kept (default 16,64,256)")
-    parser.add_argument("--alphas", type=_numbers(float, "--alphas"), default=[0, 0.25, 0.5, 0.75, 1],
-                        help="interpolation weights toward the adapted model; 0 is the starting model "
-                             "(default 0,0.25,0.5,0.75,1)")
+    parser.add_argument("--budgets", type=_numbers(int, "--budgets"), default=[16, 64, 128],
+                        help="training steps at which candidates are kept (default 16,64,128: the design study's)")
+    parser.add_argument("--alphas", type=_numbers(float, "--alphas"), default=[0.25, 0.5, 1],
+                        help="interpolation weights toward the adapted model (the starting model is always a "
+                             "candidate; default 0.25,0.5,1: the design study's)")
     parser.add_argument("--held-out", type=int, default=256, help="texts kept out of training for the criteria")
     parser.add_argument("--clusters", type=int, default=10, help="K of the K-means stability criterion")
     parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA)")

@@ -59,7 +59,7 @@ def _frozen(records: Sequence[dict[str, Any]]) -> tuple[int, float]:
 
 
 RULES: dict[str, Rule] = {
-    "augcse adapt (choose)": _frozen,
+    "augcse adapt (choose, frozen)": _frozen,
     "starting model": lambda records: (0, 0.0),
     **{f"heldout_loss, knn ≥ {f:g}": _best_with_floor("heldout_loss", f) for f in (0.5, 0.7, 0.8, 0.9, 0.95)},
     **{f"rankme, knn ≥ {f:g}": _best_with_floor("rankme", f) for f in (0.5, 0.7, 0.8, 0.9, 0.95)},
@@ -173,7 +173,7 @@ def summary(studies: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
     """The eight-set table of docs/ADAPTATION.md: per set, the starting model, what ``augcse adapt`` keeps (the
     frozen :func:`~augcse.training.adapt.choose`), the oracle, and each criterion's τ; ``studies``: ``{study label:
     {set: records}}``, e.g. design sets then held-out sets."""
-    rule = RULES["augcse adapt (choose)"]
+    rule = RULES["augcse adapt (choose, frozen)"]
     head = ["set", "study", "starting model", "augcse adapt keeps", "Δ", "oracle (hindsight)",
             *[f"τ `{c}`" for c in CRITERIA]]
     lines = [_row(head), _row(["---", "---", *["---:"] * (len(head) - 2)])]

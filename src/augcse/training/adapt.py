@@ -4,9 +4,9 @@ candidate, and keep one by a rule that never sees a label.
 The training is :func:`augcse.training.run.run` (run folder, lock, checkpoints, resume, progress bars);
 :class:`augcse.training.snapshots.Snapshots` saves the weights at step 0 and at each budget into ``candidates/``. A seeded share of the
 texts (``held_out``) is never trained on: every criterion of :mod:`augcse.evaluation.label_free` is computed
-on it. :func:`choose` reads only those criteria records. Its rule is provisional, reasoned but not yet measured
-against labelled scores: keep the starting model unless a candidate lowers the held-out contrastive loss while
-keeping at least :data:`MIN_AGREEMENT` of the starting model's nearest neighbours.
+on it. :func:`choose` reads only those criteria records. Its rule, chosen on four design sets and frozen before four
+held-out sets were run (docs/ADAPTATION.md): the candidate that moved furthest while keeping at least
+:data:`MIN_AGREEMENT` of the starting model's nearest neighbours, else the starting model.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from augcse.core.outputs import write_text_atomically
 from augcse.core.textfile import read_lines, why_not_utf8
 
-MIN_AGREEMENT = 0.5  # share of the starting model's 10 nearest neighbours a kept candidate must keep
+MIN_AGREEMENT = 0.93  # share of the starting model's 10 nearest neighbours a kept candidate must keep (design study)
 RECORD = "adapt.json"
 LOWER_IS_BETTER = ("heldout_loss", "alignment", "uniformity")
 
@@ -196,19 +196,23 @@ def furthest_within(records: Sequence[dict[str, Any]], floor: float) -> dict[str
 
 
 def choose(records: Sequence[dict[str, Any]], min_agreement: float | None = None) -> Choice:
-    """Provisional rule (not yet measured against labelled scores): keep the starting model unless a candidate
-    has a lower held-out contrastive loss and keeps at least ``min_agreement`` of the starting model's nearest
-    neighbours; among those, the lowest loss. ``min_agreement`` defaults to :data:`MIN_AGREEMENT`."""
+    """The rule of ``augcse adapt``, chosen by its design study (docs/ADAPTATION.md): keep the candidate that moved
+    furthest from the starting model while keeping at least ``min_agreement`` (default :data:`MIN_AGREEMENT`) of
+    each held-out text's 10 nearest neighbours; the starting model when every candidate moved further. On the four
+    design sets no criterion ranked candidates as the labels did on both kinds of set (their τ changes sign between
+    intent and clustering sets), and only a neighbour floor kept every set at or above the starting model.
+    ``records``: one per candidate, its ``step``, ``alpha`` and ``criteria`` only (the step-0 record is the start)."""
     min_agreement = MIN_AGREEMENT if min_agreement is None else min_agreement
     base = next(r for r in records if r["step"] == 0)["criteria"]["heldout_loss"]
-    best = best_with_floor(records, "heldout_loss", min_agreement)
+    best = furthest_within(records, min_agreement)
     if best is None:
-        return Choice(0, 0.0, "kept the starting model: no candidate beat it on held-out contrastive loss while "
-                              f"keeping {min_agreement:.0%} of its nearest neighbours")
+        return Choice(0, 0.0, f"kept the starting model: every candidate kept fewer than {min_agreement:.0%} of its "
+                              "nearest neighbours")
     c = best["criteria"]
     return Choice(best["step"], best["alpha"],
-                  f"kept step {best['step']} at alpha {best['alpha']:g}: held-out contrastive loss {c['heldout_loss']:.3f} "
-                  f"against {base:.3f} for the starting model, {c['knn_overlap']:.0%} of its neighbours kept")
+                  f"kept step {best['step']} at alpha {best['alpha']:g}: the furthest candidate keeping "
+                  f"{min_agreement:.0%} of the starting model's nearest neighbours ({c['knn_overlap']:.0%}; held-out "
+                  f"contrastive loss {c['heldout_loss']:.3f} against {base:.3f})")
 
 
 def choose_by_sample(records: Sequence[dict[str, Any]], task: str) -> Choice:
