@@ -90,7 +90,7 @@ def run(grid_path: str | Path, data_dir: Path, out: Path) -> None:
     """Run every planned line whose ``adapt.json`` is missing, in ``out/runs``; one log per run in ``out/logs``."""
     out = Path(out).resolve()
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    started = out / "study.json"  # when the study began and under which frozen rule: written once
+    started = out / "started.json"  # when the study began and under which frozen rule: written once
     if not started.is_file():
         grid = load_grid(grid_path)
         write_text_atomically(started, json.dumps({"grid": str(grid_path), "title": grid["title"],

@@ -199,7 +199,7 @@ TITLES = {"adapt-select": "augcse adapt: the design study (SNIPS, HWU64, Tweet, 
 
 def page(folder: Path) -> str:
     """``folder/study.md`` as its records give it (the title from :data:`TITLES` by the folder's name)."""
-    started = Path(folder) / "study.json"
+    started = Path(folder) / "started.json"
     return tables(load_records(folder), TITLES.get(Path(folder).name, "augcse adapt: label-free choice"),
                   json.loads(started.read_text(encoding="utf-8")) if started.is_file() else None)
 
