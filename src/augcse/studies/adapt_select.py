@@ -68,7 +68,7 @@ def sample_file(texts: Path, rows: int, out: Path) -> Path:
 def plan(grid_path: str | Path, data_dir: Path | None = None, out: Path | None = None) -> list[list[str]]:
     """One ``augcse adapt`` argument list per (set, seed); a texts file missing under ``data_dir`` is refused."""
     grid = load_grid(grid_path)
-    lines = []
+    per_set = []
     for name, spec in grid["sets"].items():
         texts = Path(data_dir) / spec["texts"] if data_dir else Path(spec["texts"])
         if data_dir and not texts.is_file():
@@ -80,10 +80,10 @@ def plan(grid_path: str | Path, data_dir: Path | None = None, out: Path | None =
             if data_dir and out:
                 sample_file(texts, int(spec["sample_rows"]), where)
             score = ["--sample", str(where)]
-        for seed in grid["seeds"]:
-            lines.append(["adapt", str(texts), *score, *map(str, grid.get("arguments", [])),
-                          f"name={name}-seed{seed}", f"seed={seed}"])
-    return lines
+        per_set.append((name, texts, score))
+    # seed by seed, every set in each: a study stopped part-way has the same seeds of every set
+    return [["adapt", str(texts), *score, *map(str, grid.get("arguments", [])), f"name={name}-seed{seed}", f"seed={seed}"]
+            for seed in grid["seeds"] for name, texts, score in per_set]
 
 
 def run(grid_path: str | Path, data_dir: Path, out: Path) -> None:
