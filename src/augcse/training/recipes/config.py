@@ -203,8 +203,9 @@ def _validate_training(training: dict) -> None:
 
     given = {key: (_enum_values(hints[key]) | None, None) for key in training}
     if "lr_scheduler_type" in given:  # the trainer's schedules and augcse's (training/schedules.py)
-        allowed = _literal_values(given["lr_scheduler_type"][0]) | set(CHECKS)
-        given["lr_scheduler_type"] = (Literal[tuple(sorted(allowed))] | None, None)
+        from transformers.trainer_utils import SchedulerType
+
+        given["lr_scheduler_type"] = (Literal[(*(s.value for s in SchedulerType), *CHECKS)] | None, None)
     for key, value in training.items():  # YAML 1.1 reads a bare `no` as false: `save_strategy: no` means "no"
         if value is False and "no" in _literal_values(given[key][0]):
             training[key] = "no"
