@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import random
 import subprocess
@@ -52,16 +53,14 @@ def sample_file(texts: Path, rows: int, out: Path) -> Path:
     """``rows`` rows of the labelled CSV ``texts`` drawn with a fixed seed, in file order, written once to ``out``."""
     if not out.is_file():
         with open(texts, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            table = [(r["text"], r["label"]) for r in reader]
+            table = [(r["text"], r["label"]) for r in csv.DictReader(f)]
         keep = sorted(random.Random(SAMPLE_SEED).sample(range(len(table)), min(rows, len(table))))
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(["text", "label"])
+        writer.writerows(table[i] for i in keep)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["text", "label"])
-            writer.writerows(table[i] for i in keep)
-        tmp.replace(out)
+        write_text_atomically(out, buffer.getvalue())
     return out
 
 

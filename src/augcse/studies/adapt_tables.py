@@ -33,20 +33,21 @@ def _start(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return next(r for r in records if r["step"] == 0)
 
 
-def _best_with_floor(criterion: str, floor: float) -> Rule:
+def _rule(pick: Callable[[Sequence[dict[str, Any]]], dict[str, Any] | None]) -> Rule:
+    """A rule from a function that picks a candidate record (or none: the starting model)."""
     def rule(records: Sequence[dict[str, Any]]) -> tuple[int, float]:
-        best = best_with_floor(records, criterion, floor)
+        best = pick(records)
         return (0, 0.0) if best is None else (best["step"], best["alpha"])
 
     return rule
+
+
+def _best_with_floor(criterion: str, floor: float) -> Rule:
+    return _rule(lambda records: best_with_floor(records, criterion, floor))
 
 
 def _furthest_within(floor: float) -> Rule:
-    def rule(records: Sequence[dict[str, Any]]) -> tuple[int, float]:
-        best = furthest_within(records, floor)
-        return (0, 0.0) if best is None else (best["step"], best["alpha"])
-
-    return rule
+    return _rule(lambda records: furthest_within(records, floor))
 
 
 def _fixed(step: int, alpha: float) -> Rule:

@@ -177,21 +177,25 @@ class Choice:
     verdict: str  # one line: what was kept and why
 
 
+def _within(records: Sequence[dict[str, Any]], floor: float) -> list[dict[str, Any]]:
+    """The trained candidates (step and α above 0) that keep at least ``floor`` of the start's nearest neighbours."""
+    return [r for r in records if r["step"] > 0 and r["alpha"] > 0 and r["criteria"]["knn_overlap"] >= floor]
+
+
 def best_with_floor(records: Sequence[dict[str, Any]], criterion: str, floor: float) -> dict[str, Any] | None:
     """The candidate best on ``criterion`` among those keeping at least ``floor`` of the starting model's nearest
     neighbours and beating the starting model on ``criterion``; ``None`` when there is none. ``records``: one per
     candidate, its ``step``, ``alpha`` and ``criteria`` only (the step-0 record is the starting model)."""
     sign = -1.0 if criterion in LOWER_IS_BETTER else 1.0
     start = next(r for r in records if r["step"] == 0)["criteria"][criterion]
-    fit = [r for r in records if r["step"] > 0 and r["alpha"] > 0 and r["criteria"]["knn_overlap"] >= floor
-           and sign * r["criteria"][criterion] > sign * start]
+    fit = [r for r in _within(records, floor) if sign * r["criteria"][criterion] > sign * start]
     return max(fit, key=lambda r: sign * r["criteria"][criterion]) if fit else None
 
 
 def furthest_within(records: Sequence[dict[str, Any]], floor: float) -> dict[str, Any] | None:
     """The candidate that moved furthest from the starting model (the fewest of its nearest neighbours kept)
     while keeping at least ``floor`` of them; ``None`` when every candidate kept fewer."""
-    fit = [r for r in records if r["step"] > 0 and r["alpha"] > 0 and r["criteria"]["knn_overlap"] >= floor]
+    fit = _within(records, floor)
     return min(fit, key=lambda r: (r["criteria"]["knn_overlap"], -r["step"], -r["alpha"])) if fit else None
 
 
