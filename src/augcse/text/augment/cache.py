@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # annotations only: importing the cache module loads no datas
     from datasets import Dataset
 
 from augcse.assets.resolve import AssetError, wordnet
+from augcse.core.interrupts import InterruptLatch
 from augcse.core.sole_builder import sole_builder
 from augcse.text.augment.base import AugmentationError, get, resolve_names
 from augcse.text.augment.parse import parse
@@ -188,7 +189,15 @@ def _build_shard(out_dir: str, index: int, sentences: list[str], names: list[str
     shards = Path(out_dir) / "shards"
     tmp = shards / f".tmp-{index:05d}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    Dataset.from_dict(columns).save_to_disk(str(tmp))
+    # the shard's fingerprint hashes only strings, so its one failure is a Ctrl-C that ``datasets`` swallows
+    # (InterruptLatch raises it again); its warning would blame the data, so it is not shown
+    fingerprint_log = logging.getLogger("datasets.fingerprint")
+    level = fingerprint_log.level
+    fingerprint_log.setLevel(logging.ERROR)
+    try:
+        Dataset.from_dict(columns).save_to_disk(str(tmp))
+    finally:
+        fingerprint_log.setLevel(level)
     (tmp / "augment_meta.json").write_text(json.dumps(meta))
     os.replace(tmp, shards / f"{index:05d}")
     return index
@@ -274,13 +283,16 @@ def _build_locked(sentences: Texts, names: list[str], params: dict[str, dict[str
              names, params, seed) for i in todo)
     bar = tqdm(total=n_shards, initial=n_shards - len(todo), desc="augment shards", unit="shard",
                disable=not progress)
+    # a Ctrl-C that ``datasets`` swallows while fingerprinting a shard still stops the build after that shard
     try:
-        if n_process <= 1 or len(todo) <= 1:
-            for job in jobs:
-                _build_shard(*job)
-                bar.update()
-        else:
-            _run_bounded(jobs, n_process, bar.update)
+        with InterruptLatch() as latch:
+            if n_process <= 1 or len(todo) <= 1:
+                for job in jobs:
+                    _build_shard(*job)
+                    bar.update()
+                    latch.check()
+            else:
+                _run_bounded(jobs, n_process, bar.update)
     finally:
         bar.close()  # also when a shard fails or Ctrl-C comes: the error is then a line of its own
     stats = _merge_stats(out, names, n_shards)
