@@ -114,3 +114,65 @@ def test_a_parquet_corpus_is_read_a_batch_at_a_time(tmp_path, monkeypatch):
     assert got == [t for t in texts if t] and dict(stats.skipped) == {"missing": 10}
     with pytest.raises(ValueError, match=r"has no column 'body' \(columns: \['text', 'n'\]\)"):
         read_corpus(path, column="body")
+
+
+def _reference(raw: bytes, min_words: int, max_chars: int | None, dedupe: bool) -> tuple[list[str], dict]:
+    """The line-by-line reader's rules, written plainly: what the Arrow reader must give."""
+    kept, skipped = [], {}
+    pieces = raw.split(b"\n")
+    if pieces and pieces[-1] == b"":
+        pieces.pop()
+    for piece in pieces:
+        try:
+            value = piece.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            reason = "undecodable"
+        else:
+            sentence = value.strip()
+            reason = ("undecodable" if "\x00" in value else "empty" if not value else "whitespace" if not sentence
+                      else "too_long" if max_chars is not None and len(sentence) > max_chars
+                      else "too_short" if len(sentence.split()) < min_words
+                      else "duplicate" if dedupe and sentence in kept else None)
+        if reason is None:
+            kept.append(sentence)
+        else:
+            skipped[reason] = skipped.get(reason, 0) + 1
+    return kept, skipped
+
+
+PIECES = ["word", "caf\u00e9", "\u65e5\u672c", " ", "\t", "\u2003", "\u00a0", "\x1c", "\x85", "\r", "\x00", "\ufeff",
+          "\U0001f600", "two words", ""]
+
+
+@pytest.mark.parametrize("block", [5, 64, 1 << 20])
+@pytest.mark.parametrize("min_words,max_chars,dedupe", [(1, None, False), (2, 12, True), (3, 30, True)])
+def test_the_arrow_text_reader_keeps_and_counts_as_the_line_by_line_rules(tmp_path, monkeypatch, block, min_words,
+                                                                          max_chars, dedupe):
+    """Random lines of tricky pieces (Unicode whitespace, CR, NUL, BOM, bad UTF-8), blocks smaller than a line
+    and none: the same sentences, in the same order, and the same counts as the plain rules."""
+    monkeypatch.setattr(corpus, "BLOCK_BYTES", block)
+    rng = random.Random(block * 7 + min_words)
+    lines = []
+    for _ in range(400):
+        roll = rng.random()
+        if roll < 0.05:
+            lines.append(b"\xff bad \xc3\x28 bytes" if roll < 0.03 else "caf\u00e9".encode("latin-1"))
+        elif roll < 0.15 and lines:
+            lines.append(rng.choice(lines))
+        else:
+            lines.append("".join(rng.choice(PIECES) for _ in range(rng.randint(0, 6))).encode())
+    for ending in (b"\n", b""):  # with and without a final newline
+        raw = b"\n".join(lines) + ending
+        path = tmp_path / "c.txt"
+        path.write_bytes(raw)
+        expected, skipped = _reference(raw, min_words, max_chars, dedupe)
+        got, stats = read_corpus(path, min_words=min_words, max_chars=max_chars, dedupe=dedupe)
+        assert got == expected
+        assert dict(stats.skipped) == skipped and stats.read == len(expected) + sum(skipped.values())
+
+
+def test_byte_index_by_hand():
+    """Ranges [3, 5), [0, 1), an empty one and [7, 10): 3 4 0 7 8 9."""
+    starts, sizes = np.array([3, 0, 5, 7]), np.array([2, 1, 0, 3])
+    assert corpus._byte_index(starts, sizes).tolist() == [3, 4, 0, 7, 8, 9]
+    assert corpus._byte_index(np.array([4]), np.array([0])).tolist() == []

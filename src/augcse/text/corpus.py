@@ -8,6 +8,7 @@ line was skipped for any reason but the recipe's ``limit``.
 from __future__ import annotations
 
 import atexit
+import codecs
 import csv
 import gzip
 import io
@@ -16,15 +17,17 @@ import logging
 import os
 import random
 import shutil
+from array import array
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import compress, islice
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from datasets import Dataset
 
 from augcse.core.sanity import check_header
@@ -33,8 +36,11 @@ from augcse.text.dedupe import SeenLines
 
 logger = logging.getLogger(__name__)
 
-BATCH_LINES = 10_000  # kept lines held in memory at a time (about 1 MB of text) before they go to Arrow
+BATCH_LINES = 2_000  # lines of a JSON lines or CSV corpus cleaned at a time; rows a shuffle gathers at a time
+BLOCK_BYTES = 1 << 20  # bytes of a text corpus read, split and cleaned at a time (1 MiB: 13,000 lines of 80 bytes)
 SCHEMA = pa.schema([("text", pa.string())])
+# what Python's str.split() and str.strip() take for whitespace (Arrow's utf8_*_whitespace agree on every code point)
+WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
 @dataclass
@@ -65,6 +71,69 @@ def _text_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | N
             except UnicodeDecodeError:
                 stats.read += 1
                 stats.skipped["undecodable"] += 1
+
+
+def _text_blocks(path: Path, stats: CorpusStats, column: str) -> Iterator[pa.Array]:
+    """The lines of a text file as Arrow strings, :data:`BLOCK_BYTES` at a time, split and decoded by Arrow.
+
+    A line that is not UTF-8 is counted as undecodable and left out, as the line-by-line reader did; the
+    trailing ``\\r`` of a CRLF file is dropped.
+    """
+    with _open_bytes(path) as handle:
+        rest = b""
+        while chunk := handle.read(BLOCK_BYTES):
+            block = rest + chunk if rest else chunk
+            del chunk
+            end = block.rfind(b"\n")
+            if end < 0:
+                rest = block  # one line longer than a block: read on
+                continue
+            rest = block[end + 1:]
+            yield _decoded_lines(memoryview(block)[:end], stats)
+        if rest:
+            yield _decoded_lines(memoryview(rest), stats)
+
+
+def _decoded_lines(block: memoryview, stats: CorpusStats) -> pa.Array:
+    """``block``'s lines (split at ``\\n``, no final newline) as Arrow strings; those not UTF-8 counted and dropped."""
+    whole = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(
+        np.array([0, len(block)], dtype=np.int64)), pa.py_buffer(block)])  # no copy of the block
+    lines = pc.split_pattern(whole, b"\n").flatten()
+    try:
+        text = lines.cast(pa.large_string())  # checks that every line is UTF-8
+    except pa.ArrowInvalid:
+        bad = _undecodable_lines(block, len(lines))
+        stats.read += int(bad.sum())
+        stats.skipped["undecodable"] += int(bad.sum())
+        text = lines.filter(pa.array(~bad)).cast(pa.large_string())
+    return pc.utf8_rtrim(text, characters="\r")
+
+
+def _undecodable_lines(block: memoryview, lines: int) -> np.ndarray:
+    """A mask of the ``lines`` lines of ``block`` that are not UTF-8.
+
+    The decoder stops at the first bad byte, so the block is decoded once in all: from each bad line on to the
+    next.
+    """
+    data = block.tobytes()
+    at, line, bad = 0, 0, np.zeros(lines, dtype=bool)
+    while at < len(data):
+        try:
+            codecs.utf_8_decode(block[at:], "strict", True)
+            break
+        except UnicodeDecodeError as error:
+            where = at + error.start
+        line += data.count(b"\n", at, where)
+        bad[line] = True
+        following = data.find(b"\n", where)
+        at, line = (len(data), line) if following < 0 else (following + 1, line + 1)
+    return bad
+
+
+def _blocks(values: Iterator[str | None]) -> Iterator[pa.Array]:
+    """The values of a reader of rows, :data:`BATCH_LINES` at a time, as Arrow strings (None: missing)."""
+    while batch := list(islice(values, BATCH_LINES)):
+        yield pa.array(batch, pa.large_string())
 
 
 def _jsonl_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | None]:
@@ -102,7 +171,7 @@ def _csv_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | No
             yield None if value is None else ("\x00" if "\ufffd" in value else value)
 
 
-def _parquet_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | None]:
+def _parquet_blocks(path: Path, stats: CorpusStats, column: str) -> Iterator[pa.Array]:
     import pyarrow.parquet as pq
 
     table = pq.ParquetFile(path)
@@ -110,12 +179,22 @@ def _parquet_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str 
     if column not in names:
         raise ValueError(f"{path} has no column {column!r} (columns: {names}); set data.column")
     for batch in table.iter_batches(columns=[column]):  # a row group's batches at a time, not the whole file
-        for value in batch.column(0).to_pylist():
-            yield value if isinstance(value, str) else None
+        values = batch.column(0)
+        textual = pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or (
+            pa.types.is_dictionary(values.type) and pa.types.is_string(values.type.value_type))
+        yield values.cast(pa.large_string()) if textual else pa.nulls(len(values), pa.large_string())
 
 
-READERS = {".txt": _text_lines, ".jsonl": _jsonl_lines, ".csv": _csv_lines, ".tsv": _csv_lines,
-           ".parquet": _parquet_lines}
+def _in_blocks(rows):
+    """A reader of rows (one value or None at a time) as a reader of Arrow blocks."""
+    def read(path: Path, stats: CorpusStats, column: str) -> Iterator[pa.Array]:
+        return _blocks(rows(path, stats, column))
+    return read
+
+
+# each reader yields the corpus as Arrow string arrays (None where a row has no text), a block at a time
+READERS = {".txt": _text_blocks, ".jsonl": _in_blocks(_jsonl_lines), ".csv": _in_blocks(_csv_lines),
+           ".tsv": _in_blocks(_csv_lines), ".parquet": _parquet_blocks}
 
 
 def _reader(path: Path):
@@ -126,36 +205,34 @@ def _reader(path: Path):
     return READERS[kind]
 
 
-def _cleaned(values: Iterator[str | None], stats: CorpusStats, min_words: int,
-             max_chars: int | None) -> Iterator[str]:
-    """The stripped sentences that pass every check but deduplication; the others counted by reason."""
-    for value in values:
-        stats.read += 1
-        if value is None:
-            stats.skipped["missing"] += 1
-            continue
-        if "\x00" in value:
-            stats.skipped["undecodable"] += 1
-            continue
-        if not value:
-            stats.skipped["empty"] += 1
-            continue
-        sentence = value.strip()
-        if not sentence:
-            stats.skipped["whitespace"] += 1
-            continue
-        if max_chars is not None and len(sentence) > max_chars:
-            stats.skipped["too_long"] += 1
-            continue
-        if len(sentence.split()) < min_words:
-            stats.skipped["too_short"] += 1
-            continue
-        yield sentence
+def _cleaned(values: pa.Array, stats: CorpusStats, min_words: int, max_chars: int | None) -> pa.Array:
+    """The stripped sentences of ``values`` that pass every check but deduplication; the others counted by reason.
+
+    Each check runs on the whole block in Arrow and is counted on the lines the earlier checks kept, in the
+    order: missing, undecodable (a NUL), empty, whitespace, too long, too short.
+    """
+    stats.read += len(values)
+    values = _skip(values, values.is_null(), "missing", stats)
+    if len(values) and pc.any(pc.match_substring(values, "\x00")).as_py():
+        values = _skip(values, pc.match_substring(values, "\x00"), "undecodable", stats)
+    values = _skip(values, pc.equal(pc.binary_length(values), 0), "empty", stats)
+    values = pc.utf8_trim_whitespace(values)
+    values = _skip(values, pc.equal(pc.binary_length(values), 0), "whitespace", stats)
+    if max_chars is not None:
+        values = _skip(values, pc.greater(pc.utf8_length(values), max_chars), "too_long", stats)
+    if min_words > 1:  # a stripped non-empty line has one word at least
+        words = f"[^{WHITESPACE}]+(?:[{WHITESPACE}]+[^{WHITESPACE}]+){{{min_words - 1}}}"
+        values = _skip(values, pc.invert(pc.match_substring_regex(values, words)), "too_short", stats)
+    return values
 
 
-def _batches(sentences: Iterator[str], size: int) -> Iterator[list[str]]:
-    while batch := list(islice(sentences, size)):
-        yield batch
+def _skip(values: pa.Array, mask: pa.Array, reason: str, stats: CorpusStats) -> pa.Array:
+    """``values`` without the rows of ``mask``, whose number is counted under ``reason``."""
+    count = pc.sum(mask).as_py() or 0
+    if not count:
+        return values
+    stats.skipped[reason] += count
+    return values.filter(pc.invert(mask))
 
 
 def _scratch_folder(cache_dir: str | Path | None) -> Path:
@@ -188,25 +265,26 @@ def _remove(folder: Path, owner: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _write_kept(lines: Iterator[str | None], stats: CorpusStats, out: Path, dedupe: bool, min_words: int,
+def _write_kept(blocks: Iterator[pa.Array], stats: CorpusStats, out: Path, dedupe: bool, min_words: int,
                 max_chars: int | None, keep: int | None) -> int:
-    """Clean (and dedupe) ``lines`` into the Arrow stream ``out``, writing at most ``keep`` of them.
+    """Clean (and dedupe) ``blocks`` into the Arrow stream ``out``, writing at most ``keep`` lines.
 
-    Returns how many lines were kept in all, written or not; memory holds one batch and the digests.
+    Returns how many lines were kept in all, written or not; memory holds one block and the digests.
     """
     seen = SeenLines() if dedupe else None
     total = written = 0
     with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_stream(sink, SCHEMA) as writer:
-        for batch in _batches(_cleaned(lines, stats, min_words, max_chars), BATCH_LINES):
-            if seen is not None:
+        for block in blocks:
+            batch = _cleaned(block, stats, min_words, max_chars)
+            if seen is not None and len(batch):
                 fresh = seen.first_seen(batch)
                 if not fresh.all():
                     stats.skipped["duplicate"] += len(batch) - int(fresh.sum())
-                    batch = list(compress(batch, fresh))
+                    batch = batch.filter(pa.array(fresh))
             total += len(batch)
             room = len(batch) if keep is None else min(len(batch), keep - written)
             if room > 0:
-                writer.write_batch(pa.record_batch([pa.array(batch[:room], pa.string())], schema=SCHEMA))
+                writer.write_batch(pa.record_batch([batch.slice(0, room).cast(pa.string())], schema=SCHEMA))
                 written += room
     return total
 
@@ -247,32 +325,82 @@ def load_corpus(
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    dataset = Dataset.from_file(str(folder / "kept.arrow"))
+    kept = folder / "kept.arrow"
     if shuffle:
-        dataset = _shuffled(dataset, seed, stats.kept, folder / "shuffled.arrow")
+        _shuffled(kept, seed, stats.kept, folder / "shuffled.arrow")
+        kept = folder / "shuffled.arrow"
+    dataset = Dataset.from_file(str(kept))
     bad = sum(count for reason, count in stats.skipped.items() if reason != "over_limit")
     logger.log(logging.WARNING if bad else logging.INFO, "corpus %s: %s", path.name, stats.summary())
     return dataset, stats
 
 
-def _shuffled(dataset: Dataset, seed: int, keep: int, out: Path) -> Dataset:
-    """The first ``keep`` rows of ``random.Random(seed).shuffle`` over ``dataset``'s rows, written to ``out``.
+def _shuffled(source: Path, seed: int, keep: int, out: Path) -> None:
+    """The first ``keep`` rows of ``random.Random(seed).shuffle`` over the rows of the Arrow stream ``source``,
+    written to ``out``; ``source`` is then removed.
 
-    The permutation is shuffled as an array of row numbers: the swaps depend on the length alone, so the
-    rows come out as the sentences would in a shuffled list, in 8 bytes per row instead of the strings. Rows
-    are gathered a batch at a time (``Dataset.select`` would turn the whole permutation into a Python list; Arrow's
-    ``take`` on the chunked table first concatenates its chunks, the whole text in memory).
+    The permutation is shuffled as a typed array of row numbers (8 bytes a row, indexed as fast as a list): the
+    swaps depend on the length alone, so the rows come out as the sentences would in a shuffled list. Rows are
+    gathered :data:`BATCH_LINES` at a time as byte ranges of the memory-mapped file, read through its own offset
+    buffers (``Dataset.select`` would turn the permutation into a Python list; Arrow's ``take`` on the chunked
+    table first concatenates its chunks, the whole text in memory).
     """
-    order = np.arange(len(dataset), dtype=np.int64)
-    random.Random(seed).shuffle(order)
-    rows = dataset.with_format("arrow")
-    with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_stream(sink, SCHEMA) as writer:
-        for start in range(0, keep, BATCH_LINES):
-            writer.write_table(rows[order[start:min(start + BATCH_LINES, keep)]].combine_chunks())
-    source = Path(dataset.cache_files[0]["filename"])
-    del dataset, rows
-    source.unlink()  # the unshuffled copy (a mapping of it stays valid until dropped)
-    return Dataset.from_file(str(out))
+    with pa.memory_map(str(source)) as mapped:
+        spans = _RowSpans(mapped)
+        order = array("q", range(spans.rows))
+        random.Random(seed).shuffle(order)
+        picked_rows = np.frombuffer(order, dtype=np.int64)[:keep]
+        with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_stream(sink, SCHEMA) as writer:
+            for start in range(0, keep, BATCH_LINES):
+                writer.write_batch(pa.record_batch([spans.gather(picked_rows[start:start + BATCH_LINES])],
+                                                   schema=SCHEMA))
+        del spans, picked_rows
+    source.unlink()
+
+
+class _RowSpans:
+    """Random access to the rows of a memory-mapped Arrow stream of one string column, in O(1) memory a chunk.
+
+    A row's bytes are found from its chunk's offsets buffer and data buffer, both inside the mapping.
+    """
+
+    def __init__(self, mapped: pa.MemoryMappedFile) -> None:
+        chunks = [c for c in pa.ipc.open_stream(mapped).read_all().column("text").chunks if len(c)]
+        mapped.seek(0)
+        whole = mapped.read_buffer()
+        self.text = np.frombuffer(whole, dtype=np.uint8)
+        self.words = np.frombuffer(whole, dtype=np.int32, count=whole.size // 4)
+        lengths = np.array([len(c) for c in chunks], dtype=np.int64)
+        self.rows = int(lengths.sum())
+        self.first_row = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        offsets_at = np.array([c.buffers()[1].address - whole.address for c in chunks], dtype=np.int64)
+        if (offsets_at % 4).any():
+            raise RuntimeError("an Arrow offsets buffer is not 4-byte aligned in the mapped file")
+        self.offset_word = offsets_at // 4 + np.array([c.offset for c in chunks], dtype=np.int64)
+        self.data_at = np.array([c.buffers()[2].address - whole.address for c in chunks], dtype=np.int64)
+
+    def gather(self, rows: np.ndarray) -> pa.StringArray:
+        """The strings of ``rows``, in that order, copied out of the mapping."""
+        chunk = np.searchsorted(self.first_row, rows, side="right") - 1
+        word = self.offset_word[chunk] + (rows - self.first_row[chunk])
+        begin = self.words[word].astype(np.int64)
+        size = self.words[word + 1] - begin
+        ends = np.cumsum(size)
+        offsets = np.concatenate([[0], ends]).astype(np.int32)
+        return pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets),
+                                           pa.py_buffer(self.text[_byte_index(self.data_at[chunk] + begin, size)]))
+
+
+def _byte_index(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The positions of the bytes of the ranges ``[start, start + size)``, one range after another, built with one
+    array of their number (a step of 1 within a range, a jump to the next range's start): a cumulative sum."""
+    steps = np.ones(int(sizes.sum()), dtype=np.int64)
+    starts, sizes = starts[sizes > 0], sizes[sizes > 0]
+    if len(starts):
+        steps[0] = starts[0]
+        steps[np.cumsum(sizes)[:-1]] = starts[1:] - (starts[:-1] + sizes[:-1]) + 1
+        np.cumsum(steps, out=steps)
+    return steps
 
 
 def read_corpus(path: str | Path, column: str = "text", **options) -> tuple[list[str], CorpusStats]:
