@@ -63,7 +63,7 @@ def test_seen_lines_matches_a_set_over_many_batches():
             expected.append(line not in reference)
             reference.add(line)
         assert seen.first_seen(batch).tolist() == expected
-    assert len(seen) == len(reference) and len(seen._runs) < 20
+    assert len(seen) == len(reference) and len(seen._heads) < 20
 
 
 @pytest.mark.parametrize("options", [{"limit": 40, "seed": 3}, {"limit": 40, "seed": 3, "dedupe": True},

@@ -18,3 +18,22 @@ def test_digests_sharing_their_first_8_bytes_are_told_apart(monkeypatch):
     assert seen.first_seen(["a1", "a3", "a2", "z", "c", "a1"]).tolist() == [True, True, False, True, False, False]
     assert seen.first_seen(["a3", "a1", "z", "a2"]).tolist() == [False, False, False, False]
     assert len(seen) == 5
+
+
+def test_many_digests_sharing_heads_across_merges_match_a_set(monkeypatch):
+    """Heads drawn from 5 values, tails from 40: equal heads everywhere, in every run and merge."""
+    import random
+
+    monkeypatch.setattr(dedupe, "digests", lambda lines: np.array(
+        [int(h).to_bytes(8, "big") + int(t).to_bytes(8, "big") for h, t in (line.split("-") for line in lines)],
+        dtype=dedupe.DIGEST))
+    rng = random.Random(4)
+    seen, reference = dedupe.SeenLines(), set()
+    for _ in range(200):
+        batch = [f"{rng.randrange(5) << 40}-{rng.randrange(40)}" for _ in range(rng.randrange(0, 12))]
+        expected = []
+        for line in batch:
+            expected.append(line not in reference)
+            reference.add(line)
+        assert seen.first_seen(batch).tolist() == expected
+    assert len(seen) == len(reference) == 200

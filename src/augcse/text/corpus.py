@@ -106,7 +106,7 @@ def _decoded_lines(block: memoryview, stats: CorpusStats) -> pa.Array:
         stats.read += int(bad.sum())
         stats.skipped["undecodable"] += int(bad.sum())
         text = lines.filter(pa.array(~bad)).cast(pa.large_string())
-    return pc.utf8_rtrim(text, characters="\r")
+    return pc.utf8_rtrim(text, characters="\r") if b"\r" in block.obj else text  # CRLF files
 
 
 def _undecodable_lines(block: memoryview, lines: int) -> np.ndarray:
@@ -213,17 +213,27 @@ def _cleaned(values: pa.Array, stats: CorpusStats, min_words: int, max_chars: in
     """
     stats.read += len(values)
     values = _skip(values, values.is_null(), "missing", stats)
-    if len(values) and pc.any(pc.match_substring(values, "\x00")).as_py():
+    if _holds_nul(values):  # one search of the block's bytes first: a NUL is rare
         values = _skip(values, pc.match_substring(values, "\x00"), "undecodable", stats)
     values = _skip(values, pc.equal(pc.binary_length(values), 0), "empty", stats)
     values = pc.utf8_trim_whitespace(values)
     values = _skip(values, pc.equal(pc.binary_length(values), 0), "whitespace", stats)
-    if max_chars is not None:
+    # a line has no more characters than bytes: characters are counted only in blocks with a line long in bytes
+    if max_chars is not None and len(values) and pc.max(pc.binary_length(values)).as_py() > max_chars:
         values = _skip(values, pc.greater(pc.utf8_length(values), max_chars), "too_long", stats)
     if min_words > 1:  # a stripped non-empty line has one word at least
         words = f"[^{WHITESPACE}]+(?:[{WHITESPACE}]+[^{WHITESPACE}]+){{{min_words - 1}}}"
         values = _skip(values, pc.invert(pc.match_substring_regex(values, words)), "too_short", stats)
     return values
+
+
+def _holds_nul(values: pa.Array) -> bool:
+    """Whether any byte of ``values``' text is NUL (one search of its data buffer, of the rows it covers)."""
+    if not len(values) or values.buffers()[2] is None:
+        return False
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if pa.types.is_large_string(values.type) else np.int32)
+    first, last = int(offsets[values.offset]), int(offsets[values.offset + len(values)])
+    return memoryview(values.buffers()[2])[first:last].tobytes().find(b"\x00") >= 0
 
 
 def _skip(values: pa.Array, mask: pa.Array, reason: str, stats: CorpusStats) -> pa.Array:
