@@ -33,10 +33,12 @@ OLD_REF = "b94ead3"  # the last commit whose corpus reader builds a list of the 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def generate(path: Path, n: int, seed: int = 0) -> None:
-    """``n`` lines of random words with duplicates and bad lines, written in chunks."""
+def generate(path: Path, n: int, seed: int = 0, letters: bool = False) -> None:
+    """``n`` lines of random words with duplicates and bad lines, written in chunks. ``letters``: words of letters
+    only ("wbcd" rather than "w0123"), which ``augcse train``'s check that a corpus holds text accepts."""
     rng = np.random.default_rng(seed)
-    vocabulary = np.array([f"w{i:04d}" for i in range(5000)])
+    spell = (lambda i: "w" + "".join("abcdefghij"[int(d)] for d in f"{i:04d}")) if letters else (lambda i: f"w{i:04d}")
+    vocabulary = np.array([spell(i) for i in range(5000)])
     bad = [b"", b"   ", b"lonely", b"caf\xe9 au lait latin-1 bytes"]
     recent: list[bytes] = []
     with open(path, "wb") as out:

@@ -85,9 +85,9 @@ def main() -> None:
     args.tmp.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in args.sizes:
-        corpus = args.tmp / f"corpus-{n}.txt"
+        corpus = args.tmp / f"letters-{n}.txt"
         if not corpus.exists():
-            generate(corpus, n)
+            generate(corpus, n, letters=True)
         row = {"lines": n, "text_mb": round(corpus.stat().st_size / 2**20, 1),
                **one_step(corpus, args.backbone, args.tmp / "runs")}
         print(json.dumps(row), flush=True)

@@ -312,9 +312,9 @@ def load_corpus(
 ) -> tuple[Dataset, CorpusStats]:
     """Clean sentences from ``path`` as a memory-mapped ``datasets.Dataset`` (one ``text`` column) and the statistics.
 
-    Memory stays bounded whatever the corpus size: kept lines go to an Arrow file batch by batch
-    (:data:`BATCH_LINES` at a time, in a new folder of :func:`_scratch_folder`), ``dedupe`` remembers 16 bytes
-    per distinct line (:mod:`augcse.text.dedupe`), and ``shuffle`` permutes 8 bytes per kept line. The shuffle
+    Memory stays bounded whatever the corpus size: kept lines go to an Arrow file block by block
+    (:data:`BLOCK_BYTES` of text or :data:`BATCH_LINES` rows at a time, in a new folder of :func:`_scratch_folder`),
+    ``dedupe`` remembers 18 bytes per distinct line (:mod:`augcse.text.dedupe`), and ``shuffle`` permutes 8 bytes per kept line. The shuffle
     is ``random.Random(seed).shuffle`` over all kept lines before ``limit``: the same selection and order as
     shuffling the list of sentences (the permutation depends only on their number).
     """
