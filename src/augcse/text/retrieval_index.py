@@ -6,7 +6,9 @@ An exact ``IndexFlatIP`` compares every query with every sentence: n² inner pro
 uses an inverted file (``IndexIVFFlat``, inner product on the L2-normalised vectors): k-means cells, of
 which each query searches the ``nprobe`` nearest. Its k-means is seeded (:data:`KMEANS_SEED`) and trains
 on a seeded sample, so two builds give the same lists. HNSW (``IndexHNSWFlat``) is offered too; its graph
-is built on several threads and is not bit-reproducible, so ``auto`` never picks it.
+is built on several threads and is not bit-reproducible, so ``auto`` never picks it. ``ivfpq``
+(``IndexIVFPQ``) stores each vector as :func:`pq_codes` bytes instead of 4 per dimension, for corpora whose
+vectors do not fit in memory (10^8 sentences); its lists are approximate twice over (cells and codes).
 """
 
 from __future__ import annotations
@@ -20,17 +22,25 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-IndexKind = Literal["auto", "flat", "ivf", "hnsw"]
+IndexKind = Literal["auto", "flat", "ivf", "hnsw", "ivfpq"]
 
 EXACT_BELOW = 100_000  # auto: the exact flat index below this many indexed sentences, IVF from it on
 KMEANS_SEED = 1234  # the IVF k-means seed (and of its training sample): the same cells in every build
 TRAIN_POINTS_PER_LIST = 64  # IVF trains on at most this many sampled sentences per cell (Faiss's floor is 39)
 HNSW_EF_CONSTRUCTION = 80  # candidates kept while inserting into the HNSW graph
+PQ_BITS = 8  # IVF-PQ: bits per sub-vector code (256 centroids per sub-space)
+PQ_TRAIN_FLOOR = 39 * 2**PQ_BITS  # IVF-PQ: Faiss's floor of training points for 256 centroids a sub-space
 
 
 def ivf_lists(n: int) -> int:
     """IVF cells for ``n`` sentences: about 4·√n, at most one per 39 sentences (Faiss's training floor)."""
     return max(1, min(round(4 * math.sqrt(n)), n // 39))
+
+
+def pq_codes(dim: int) -> int:
+    """IVF-PQ's sub-vectors (one byte each) for ``dim`` dimensions: the largest divisor of ``dim`` at most
+    ``dim / 8``, i.e. 8 dimensions a byte where ``dim`` allows (48 bytes for MiniLM's 384, 96 for 768)."""
+    return max(m for m in range(1, max(1, dim // 8) + 1) if dim % m == 0)
 
 
 @dataclass(frozen=True)
@@ -54,9 +64,11 @@ class IndexChoice:
         index on the CPU, so lists mined before indexes were a choice keep their keys."""
         kind = self.resolved(n)
         out: dict[str, Any] = {}
-        if kind == "ivf":
-            out = {"kind": "ivf", "nlist": ivf_lists(n), "nprobe": self.nprobe, "kmeans_seed": KMEANS_SEED,
+        if kind in ("ivf", "ivfpq"):
+            out = {"kind": kind, "nlist": ivf_lists(n), "nprobe": self.nprobe, "kmeans_seed": KMEANS_SEED,
                    "train_per_list": TRAIN_POINTS_PER_LIST}
+            if kind == "ivfpq":
+                out["pq_bits"] = PQ_BITS
         elif kind == "hnsw":
             out = {"kind": "hnsw", "m": self.hnsw_m, "ef_search": self.ef_search,
                    "ef_construction": HNSW_EF_CONSTRUCTION}
@@ -78,11 +90,18 @@ def build_index(vectors: np.ndarray, choice: IndexChoice):
 
     n, dim = vectors.shape
     kind = choice.resolved(n)
+    if kind == "ivfpq" and n < PQ_TRAIN_FLOOR:
+        raise ValueError(f"index: ivfpq needs at least {PQ_TRAIN_FLOOR:,} sentences to train its codes (this corpus "
+                         f"has {n:,}); use index: flat or ivf")
     if kind == "flat":
         index = faiss.IndexFlatIP(dim)
-    elif kind == "ivf":
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(n), faiss.METRIC_INNER_PRODUCT)
+    elif kind in ("ivf", "ivfpq"):
+        index = (faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(n), faiss.METRIC_INNER_PRODUCT)
+                 if kind == "ivf" else faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, ivf_lists(n), pq_codes(dim),
+                                                        PQ_BITS, faiss.METRIC_INNER_PRODUCT))
         index.cp.seed = KMEANS_SEED
+        if kind == "ivfpq":
+            index.pq.cp.seed = KMEANS_SEED
         index.cp.max_points_per_centroid = TRAIN_POINTS_PER_LIST
         index.train(vectors)
         index.nprobe = min(choice.nprobe, index.nlist)
@@ -92,7 +111,7 @@ def build_index(vectors: np.ndarray, choice: IndexChoice):
         index.hnsw.efSearch = choice.ef_search
     index.add(vectors)
     logger.info("retrieval: %s index of %d sentences%s", kind, n,
-                f" in {index.nlist} cells, searching {index.nprobe}" if kind == "ivf" else "")
+                f" in {index.nlist} cells, searching {index.nprobe}" if kind != "flat" and kind != "hnsw" else "")
     return index
 
 

@@ -117,9 +117,11 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
             ``None`` encodes it at the model's own length.
         index: the Faiss index the corpus is searched with: ``auto`` is the exact ``flat`` index below 10^5
             sentences (the lists and cache keys of before) and ``ivf`` (an inverted file of about 4·√n cells,
-            seeded k-means, reproducible) from 10^5 on; ``hnsw`` is a graph index (not bit-reproducible).
+            seeded k-means, reproducible) from 10^5 on; ``hnsw`` is a graph index (not bit-reproducible);
+            ``ivfpq`` is ``ivf`` with each vector compressed to one byte per 8 dimensions (for corpora whose
+            vectors do not fit in memory; lower recall, docs/SCALE.md).
             An approximate index's parameters join the neighbour cache's key.
-        nprobe: the IVF cells each query searches (more: higher recall, slower; docs/SCALE.md).
+        nprobe: the IVF (and IVF-PQ) cells each query searches (more: higher recall, slower; docs/SCALE.md).
         ef_search: the candidates each HNSW query keeps (more: higher recall, slower).
         index_gpu: search on a GPU when Faiss has GPU support (faiss-gpu) and one is present; else a log line
             says why it searches on the CPU.
