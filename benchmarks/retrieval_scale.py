@@ -71,6 +71,31 @@ def mixture(n: int, dim: int = 384, per_cluster: int = 100, rank: int = 16, seed
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
+def index_bytes(index) -> int:
+    """The index's size as Faiss writes it (vectors or codes, lists, graph): what it holds in memory."""
+    import faiss
+
+    return int(faiss.serialize_index(index).nbytes)
+
+
+def end_to_end(n: int, choice: IndexChoice, k: int, folder: Path) -> dict:
+    """CARDS' retrieval path for ``n`` distinct synthetic sentences, every one a query, as the view runs it
+    (``build_neighbours``: dedupe, keys, index, search, the per-query filtering, the cached lists), with the
+    encoding replaced by the synthetic vectors (encoding 10^6 real sentences takes hours on CPUs)."""
+    import augcse.text.retrieval as retrieval
+
+    points = mixture(n)
+    texts = [f"synthetic sentence number {i} of the corpus" for i in range(n)]
+    retrieval.corpus_vectors = lambda index_texts, *args, **kwargs: points
+    retrieval.model_fingerprint = lambda model: "synthetic"
+    started = time.perf_counter()
+    found = retrieval.build_neighbours(texts, texts, None, k, folder, index=choice)
+    seconds = time.perf_counter() - started
+    assert found.ids.shape == (n, k)
+    return {"n": n, "k": k, "index": choice.resolved(n), "nprobe": choice.nprobe, "ef_search": choice.ef_search,
+            "seconds": round(seconds, 1), "queries_per_s": round(n / seconds)}
+
+
 def without_self(ids: np.ndarray, own: np.ndarray, k: int) -> list[set[int]]:
     return [set([i for i in row if i != o and i >= 0][:k]) for row, o in zip(ids, own)]
 
@@ -84,12 +109,12 @@ def measure(vectors: np.ndarray, queries: int, choices: list[IndexChoice], seed:
     built: dict[tuple, tuple] = {}
     for choice in choices:
         kind = choice.resolved(len(vectors))
-        shape = (kind, choice.hnsw_m) if kind != "ivf" else (kind,)
+        shape = (kind, choice.hnsw_m) if kind == "hnsw" else (kind,)
         if shape not in built:  # one build per structure; nprobe and efSearch are search-time settings
             started = time.perf_counter()
             built[shape] = (build_index(vectors, choice), time.perf_counter() - started)
         index, build_s = built[shape]
-        if kind == "ivf":
+        if kind in ("ivf", "ivfpq"):
             index.nprobe = choice.nprobe
         if kind == "hnsw":
             index.hnsw.efSearch = choice.ef_search
@@ -99,9 +124,12 @@ def measure(vectors: np.ndarray, queries: int, choices: list[IndexChoice], seed:
         found = {k: without_self(ids, own, k) for k in KS}
         if kind == "flat":
             truth = found
-        row = {"index": kind, "build_s": round(build_s, 2), "query_ms_per_1k": round(1000 * search_s / len(xq) * 1000, 1)}
-        if kind == "ivf":
+        row = {"index": kind, "build_s": round(build_s, 2), "query_ms_per_1k": round(1000 * search_s / len(xq) * 1000, 1),
+               "index_mb": round(index_bytes(index) / 2**20, 1)}
+        if kind in ("ivf", "ivfpq"):
             row.update(nlist=int(index.nlist), nprobe=choice.nprobe)
+        if kind == "ivfpq":
+            row.update(pq_bytes_per_vector=int(index.pq.M))
         if kind == "hnsw":
             row.update(m=choice.hnsw_m, ef_search=choice.ef_search)
         for k in KS:
@@ -121,12 +149,31 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000], help="synthetic sizes")
     parser.add_argument("--queries", type=int, default=2000, help="sampled queries per set")
     parser.add_argument("--nprobe", type=int, nargs="+", default=[4, 16, 32, 64, 128])
-    parser.add_argument("--hnsw-up-to", type=int, default=100_000, help="build HNSW only on sets up to this size")
+    parser.add_argument("--hnsw-up-to", type=int, default=1_000_000, help="build HNSW only on sets up to this size")
+    parser.add_argument("--ivfpq-nprobe", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--end-to-end", type=int, metavar="N",
+                        help="instead: time CARDS' retrieval path for N synthetic sentences (every one a query)")
+    parser.add_argument("--index", default="auto", help="with --end-to-end: the index kind")
+    parser.add_argument("--e2e-nprobe", type=int, default=32, help="with --end-to-end: nprobe")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/retrieval-scale-wiki.npy"))
     args = parser.parse_args()
 
+    if args.end_to_end:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            row = end_to_end(args.end_to_end, IndexChoice(args.index, nprobe=args.e2e_nprobe), 64, Path(folder))
+        record = {"command": "python " + " ".join(sys.argv), "cpu": cpu_model(), "threads": faiss.omp_get_max_threads(),
+                  "faiss": faiss.__version__, "end_to_end": row}
+        if args.out:
+            args.out.write_text(json.dumps(record, indent=1) + "\n")
+        print(json.dumps(record, indent=1))
+        return
+
     def choices(n: int) -> list[IndexChoice]:
         out = [IndexChoice("flat")] + [IndexChoice("ivf", nprobe=p) for p in args.nprobe]
+        if n >= 39 * 256:
+            out += [IndexChoice("ivfpq", nprobe=p) for p in args.ivfpq_nprobe]
         if n <= args.hnsw_up_to:
             out += [IndexChoice("hnsw", ef_search=e) for e in (64, 128, 256)]
         return out
