@@ -39,9 +39,11 @@ def recall(found: np.ndarray, truth: np.ndarray) -> float:
 
 
 def test_auto_is_exact_below_the_threshold_and_approximate_from_it():
-    assert IndexChoice().resolved(EXACT_BELOW - 1) == "flat" and IndexChoice().resolved(EXACT_BELOW) == "ivf"
+    assert IndexChoice().resolved(EXACT_BELOW - 1) == "flat" and IndexChoice().resolved(EXACT_BELOW) == "hnsw"
     assert IndexChoice().identity(EXACT_BELOW - 1) == {} and IndexChoice("flat").identity(10**7) == {}
-    assert IndexChoice().identity(EXACT_BELOW)["nlist"] == ivf_lists(EXACT_BELOW) == round(4 * EXACT_BELOW ** 0.5)
+    assert IndexChoice().identity(EXACT_BELOW) == {"kind": "hnsw", "m": 32, "ef_search": 256, "ef_construction": 80,
+                                                   "build_threads": 1}
+    assert IndexChoice("ivf").identity(EXACT_BELOW)["nlist"] == ivf_lists(EXACT_BELOW) == round(4 * EXACT_BELOW ** 0.5)
     assert IndexChoice("ivf", nprobe=8).identity(5000) != IndexChoice("ivf", nprobe=16).identity(5000)
 
 
@@ -96,6 +98,19 @@ def test_approximate_recall_on_a_clustered_set(choice, bound8, bound64):
 def test_ivfpq_refuses_a_corpus_too_small_to_train_its_codes():
     with pytest.raises(ValueError, match=r"ivfpq needs at least 9,984 sentences .* has 5,000\); use index: flat or ivf"):
         build_index(clustered(5_000), IndexChoice("ivfpq"))
+
+
+def test_two_hnsw_builds_give_the_same_graph_and_the_threads_come_back():
+    """auto's index from 10^5 on is built on one thread: the same neighbours and scores in two builds, and
+    Faiss's thread count is restored after."""
+    import faiss
+
+    points = clustered(6_000)
+    threads = faiss.omp_get_max_threads()
+    results = [build_index(points, IndexChoice("hnsw", ef_search=32)).search(points[:300], 16) for _ in range(2)]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    assert faiss.omp_get_max_threads() == threads
 
 
 def test_ivf_lists_are_the_same_in_two_builds(tiny_st, tmp_path, wiki):

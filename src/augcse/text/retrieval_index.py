@@ -1,14 +1,14 @@
 """Which Faiss index CARDS' retrieval searches: exact where that is cheap, approximate where it is not.
 
-An exact ``IndexFlatIP`` compares every query with every sentence: n² inner products, which is hours at
-10^6 sentences on a few CPU cores and 100× that at 10^7. ``auto`` keeps the exact index below
-:data:`EXACT_BELOW` sentences (so every list mined so far, and its cache key, stays as it was) and above it
-uses an inverted file (``IndexIVFFlat``, inner product on the L2-normalised vectors): k-means cells, of
-which each query searches the ``nprobe`` nearest. Its k-means is seeded (:data:`KMEANS_SEED`) and trains
-on a seeded sample, so two builds give the same lists. HNSW (``IndexHNSWFlat``) is offered too; its graph
-is built on several threads and is not bit-reproducible, so ``auto`` never picks it. ``ivfpq``
-(``IndexIVFPQ``) stores each vector as :func:`pq_codes` bytes instead of 4 per dimension, for corpora whose
-vectors do not fit in memory (10^8 sentences); its lists are approximate twice over (cells and codes).
+An exact ``IndexFlatIP`` compares every query with every sentence: n² inner products, an hour at 10^6
+sentences on two CPU cores and 100× that at 10^7. ``auto`` keeps the exact index below :data:`EXACT_BELOW`
+sentences (so every list mined so far, and its cache key, stays as it was) and from there on builds the graph
+index HNSW (``IndexHNSWFlat``, inner product on the L2-normalised vectors), which the measured table in
+docs/SCALE.md puts ahead of the inverted file at 10^5 and 10^6 (higher recall for the same search time). Its
+graph is built on one thread, so two builds give the same lists. ``ivf`` (``IndexIVFFlat``: seeded k-means
+cells, of which each query searches the ``nprobe`` nearest) is offered too, and ``ivfpq`` (``IndexIVFPQ``),
+which stores each vector as :func:`pq_codes` bytes instead of 4 per dimension, for corpora whose vectors do
+not fit in memory (10^8 sentences); its lists are approximate twice over (cells and codes).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 IndexKind = Literal["auto", "flat", "ivf", "hnsw", "ivfpq"]
 
-EXACT_BELOW = 100_000  # auto: the exact flat index below this many indexed sentences, IVF from it on
+EXACT_BELOW = 100_000  # auto: the exact flat index below this many indexed sentences, HNSW from it on
 KMEANS_SEED = 1234  # the IVF k-means seed (and of its training sample): the same cells in every build
 TRAIN_POINTS_PER_LIST = 64  # IVF trains on at most this many sampled sentences per cell (Faiss's floor is 39)
 HNSW_EF_CONSTRUCTION = 80  # candidates kept while inserting into the HNSW graph
@@ -49,7 +49,7 @@ class IndexChoice:
 
     kind: IndexKind = "auto"
     nprobe: int = 32  # IVF: the cells each query searches
-    ef_search: int = 128  # HNSW: the candidates each query keeps while walking the graph
+    ef_search: int = 256  # HNSW: the candidates each query keeps (recall@64 0.90 at 10^6 in docs/SCALE.md)
     hnsw_m: int = 32  # HNSW: links per node
     gpu: bool = False  # search on a GPU when Faiss has GPU support and one is present
 
@@ -57,7 +57,7 @@ class IndexChoice:
         """The kind actually built for ``n`` indexed sentences."""
         if self.kind != "auto":
             return self.kind
-        return "flat" if n < EXACT_BELOW else "ivf"
+        return "flat" if n < EXACT_BELOW else "hnsw"
 
     def identity(self, n: int) -> dict[str, Any]:
         """What the neighbour lists depend on beyond the exact default, for the cache key: empty for the exact
@@ -71,7 +71,7 @@ class IndexChoice:
                 out["pq_bits"] = PQ_BITS
         elif kind == "hnsw":
             out = {"kind": "hnsw", "m": self.hnsw_m, "ef_search": self.ef_search,
-                   "ef_construction": HNSW_EF_CONSTRUCTION}
+                   "ef_construction": HNSW_EF_CONSTRUCTION, "build_threads": 1}
         if self.gpu and kind != "hnsw" and gpu_available():  # GPU sums differ from the CPU's in the last bits
             out["gpu"] = True
         return out
@@ -109,7 +109,15 @@ def build_index(vectors: np.ndarray, choice: IndexChoice):
         index = faiss.IndexHNSWFlat(dim, choice.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
         index.hnsw.efSearch = choice.ef_search
-    index.add(vectors)
+    if kind == "hnsw":  # threads insert in an order of their own: one thread makes the graph the same each build
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)
+        try:
+            index.add(vectors)
+        finally:
+            faiss.omp_set_num_threads(threads)
+    else:
+        index.add(vectors)
     logger.info("retrieval: %s index of %d sentences%s", kind, n,
                 f" in {index.nlist} cells, searching {index.nprobe}" if kind != "flat" and kind != "hnsw" else "")
     return index

@@ -99,7 +99,7 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
                positive_column: str = "positive", negative_column: str = "retrieved",
                seed: NonNegativeInt | None = None, batch_size: PositiveInt = 128,
                retrieval_max_seq_length: PositiveInt | None = None, index: IndexKind = "auto",
-               nprobe: PositiveInt = 32, ef_search: PositiveInt = 128, index_gpu: bool = False,
+               nprobe: PositiveInt = 32, ef_search: PositiveInt = 256, index_gpu: bool = False,
                shards: PositiveInt | None = None, shard: NonNegativeInt | None = None) -> Dataset:
     """CARDS' columns, drawn lazily on access, afresh each epoch (keyed by seed, epoch and anchor):
 
@@ -116,11 +116,12 @@ def cards_view(dataset: Dataset, context: ViewContext, switch_case: bool = True,
             (its ``max_seq_length`` during that encoding only, restored after): 32 is the authors' code;
             ``None`` encodes it at the model's own length.
         index: the Faiss index the corpus is searched with: ``auto`` is the exact ``flat`` index below 10^5
-            sentences (the lists and cache keys of before) and ``ivf`` (an inverted file of about 4·√n cells,
-            seeded k-means, reproducible) from 10^5 on; ``hnsw`` is a graph index (not bit-reproducible);
+            sentences (the lists and cache keys of before) and ``hnsw`` (a graph index, built on one thread so
+            reproducible) from 10^5 on, the faster and more exact of the approximate indexes measured there
+            (docs/SCALE.md); ``ivf`` is an inverted file of about 4·√n cells (seeded k-means, reproducible);
             ``ivfpq`` is ``ivf`` with each vector compressed to one byte per 8 dimensions (for corpora whose
-            vectors do not fit in memory; lower recall, docs/SCALE.md).
-            An approximate index's parameters join the neighbour cache's key.
+            vectors do not fit in memory; lower recall). An approximate index's parameters join the neighbour
+            cache's key.
         nprobe: the IVF (and IVF-PQ) cells each query searches (more: higher recall, slower; docs/SCALE.md).
         ef_search: the candidates each HNSW query keeps (more: higher recall, slower).
         index_gpu: search on a GPU when Faiss has GPU support (faiss-gpu) and one is present; else a log line
