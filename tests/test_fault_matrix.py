@@ -322,8 +322,8 @@ def test_a_real_ctrl_c_during_augment_is_one_line_and_the_same_command_completes
     """SIGINT sent to a running ``augcse augment`` once its first shard is in place: exit 130, one line, the
     cache not marked complete; the same command then completes it."""
     corpus = tmp_path / "in.txt"
-    # 500 shards of a few milliseconds each: a window of about two seconds
-    corpus.write_text("".join(f"Sentence number {i} is here for swapping words.\n" for i in range(2000)))
+    # 1,000 shards of a few milliseconds each: a window of about three seconds
+    corpus.write_text("".join(f"Sentence number {i} is here for swapping words.\n" for i in range(4000)))
     out = tmp_path / "cache"
     argv = ["augment", "--corpus", str(corpus), "--augs", "RandomSwap", "--out", str(out), "--shard-size", "4"]
     # SIGINT's default action in the child even when this test runs in a background job (whose shell ignores
