@@ -17,10 +17,10 @@ import logging
 import os
 import random
 import shutil
-from array import array
 import tempfile
+from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -185,7 +185,11 @@ def _parquet_blocks(path: Path, stats: CorpusStats, column: str) -> Iterator[pa.
         yield values.cast(pa.large_string()) if textual else pa.nulls(len(values), pa.large_string())
 
 
-def _in_blocks(rows):
+RowReader = Callable[[Path, CorpusStats, str], Iterator[str | None]]
+BlockReader = Callable[[Path, CorpusStats, str], Iterator[pa.Array]]
+
+
+def _in_blocks(rows: RowReader) -> BlockReader:
     """A reader of rows (one value or None at a time) as a reader of Arrow blocks."""
     def read(path: Path, stats: CorpusStats, column: str) -> Iterator[pa.Array]:
         return _blocks(rows(path, stats, column))

@@ -4,7 +4,8 @@ Each distinct line costs 16 bytes: its XXH3-128 digest as two 64-bit numbers (he
 runs, ordered by head (which is what is searched: NumPy searches numbers several times faster than 16-byte
 strings). Runs merge like a binary counter (a run absorbs the next one once that is as large), so there are
 O(log n) runs to search; a merge places the newer run's heads among the older's by search, with no sort, and
-holds up to 29 bytes a line while it runs. A Python ``set`` of the digests would cost about 80 bytes a line.
+holds up to 29 bytes a line while it runs; a filter of the heads seen adds 2 bytes a line (:class:`_HeadFilter`).
+A Python ``set`` of the digests would cost about 80 bytes a line.
 Two distinct lines share a digest with probability about n²/2¹²⁹: nil for any corpus (10⁸ lines: 10⁻²³).
 """
 
@@ -36,7 +37,7 @@ def halves(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class SeenLines:
-    """First occurrences over a stream of line batches, in 16 bytes per distinct line."""
+    """First occurrences over a stream of line batches, in 18 bytes per distinct line (16 of digest, 2 of filter)."""
 
     def __init__(self) -> None:
         self._heads: list[np.ndarray] = []  # each run's heads, sorted; runs disjoint, sizes non-increasing
