@@ -37,19 +37,20 @@ def test_the_docs_are_what_their_records_give(monkeypatch: pytest.MonkeyPatch) -
 
 def test_a_hand_edited_figure_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture) -> None:
-    """The check can fail: one cell of the README's generated table changed by hand."""
+    """The check can fail: one cell of a page's generated table (ADAPTATION.md's grid) changed by hand."""
     shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("*.png", "*.html"))
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("<!-- generated: adapt-grid -->")
-    row = readme.index("\n| SimCSE |", start) + 1
-    edited = readme[:row] + "| SimCSE | +9.99 ± 0.00 | 0 | 0 | 0 |" + readme[readme.index("\n", row):]
-    (tmp_path / "README.md").write_text(edited, encoding="utf-8")
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    page = (ROOT / "docs" / "ADAPTATION.md").read_text(encoding="utf-8")
+    start = page.index("<!-- generated: adapt-grid -->")
+    row = page.index("\n| SimCSE |", start) + 1
+    edited = page[:row] + "| SimCSE | +9.99 ± 0.00 | 0 | 0 | 0 |" + page[page.index("\n", row):]
+    (tmp_path / "docs" / "ADAPTATION.md").write_text(edited, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     docs.study.cache_clear()
     assert docs.main(["--check"]) == 1
-    assert "README.md" in capsys.readouterr().err
+    assert "ADAPTATION.md" in capsys.readouterr().err
     assert docs.main([]) == 0  # writing puts the records' figure back
-    assert (tmp_path / "README.md").read_text(encoding="utf-8") == readme
+    assert (tmp_path / "docs" / "ADAPTATION.md").read_text(encoding="utf-8") == page
     docs.study.cache_clear()
 
 
