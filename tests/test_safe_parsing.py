@@ -39,63 +39,109 @@ def test_shared_blocks_still_load() -> None:
     assert yamlfile.load(text)["one"] == {"lr": 1e-5, "steps": 16}
 
 
-def _recipe_with_bomb(tmp_path: Path) -> Path:
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("name: r\ntraining:\n  lr_scheduler_kwargs:\n" + "".join(
-        f"    {line}\n" for line in bomb().splitlines()))
-    return recipe
+def long_string_bomb(aliases: int = 99_000) -> str:
+    """One 64 KiB string repeated through ``aliases`` aliases: few values, 6.5 GB of text once written out."""
+    return f"s: &s {'x' * 65_536}\nl: [{', '.join(['*s'] * aliases)}]\n"
 
 
-def _grid_with_bomb(tmp_path: Path) -> Path:
-    grid = tmp_path / "g.yaml"
-    grid.write_text("seeds: [1]\nrecipe: quickstart\ntasks: STSBenchmark\nrows: {a: {}}\nextra:\n" + "".join(
-        f"  {line}\n" for line in bomb().splitlines()))
-    return grid
+def deep(levels: int = 600) -> str:
+    return "a: " + "[" * levels + "]" * levels + "\n"
 
 
-def _run_with_bomb(tmp_path: Path) -> Path:
-    run = tmp_path / "run"
-    run.mkdir(exist_ok=True)
-    (run / "recipe.yaml").write_text(bomb())
-    return run
-
-
-# every command that reads YAML a user may have been handed, and how to hand it the bomb
-COMMANDS = {
-    "train recipe": lambda t: ["train", str(_recipe_with_bomb(t))],
-    "train override": lambda t: ["train", "--recipe", "quickstart", f"training.lr_scheduler_kwargs={flow_bomb()}"],
-    "study grid": lambda t: ["study", str(_grid_with_bomb(t)), "--output", str(t / "out")],
-    "report run": lambda t: ["report", str(_run_with_bomb(t))],
-    "compare runs": lambda t: ["compare", str(_run_with_bomb(t)), str(_run_with_bomb(t / "b"))],
+# each document as a block (files) and as one flow line (overrides), and the words its one line must hold
+DOCUMENTS = {
+    "billion laughs": (bomb(), flow_bomb(), "alias"),
+    "long string": (long_string_bomb(), "{" + long_string_bomb().strip().replace("\n", ", ") + "}", "characters"),
+    "600 deep": (deep(), "[" * 600 + "]" * 600, "nested more than"),
 }
 
 
-def test_every_command_refuses_an_alias_bomb_in_one_line(tmp_path: Path) -> None:
-    """All commands in one child process whose memory is capped: a regression fails here, it does not take the
-    machine's memory (a bomb unfolded by a dump or a validation grows by gigabytes)."""
-    import json
-    import subprocess
-    import sys
+def _indented(text: str, indent: str) -> str:
+    return "".join(f"{indent}{line}\n" for line in text.splitlines())
 
-    (tmp_path / "b").mkdir()
-    commands = {name: make(tmp_path) for name, make in COMMANDS.items()}
-    script = f"""
+
+def _recipe_with(tmp_path: Path, text: str) -> Path:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: r\ntraining:\n  lr_scheduler_kwargs:\n" + _indented(text, "    "))
+    return recipe
+
+
+def _grid_with(tmp_path: Path, text: str) -> Path:
+    grid = tmp_path / "g.yaml"
+    grid.write_text("seeds: [1]\nrecipe: quickstart\ntasks: STSBenchmark\nrows: {a: {}}\nextra:\n" + _indented(text, "  "))
+    return grid
+
+
+def _run_with(tmp_path: Path, text: str) -> Path:
+    run = tmp_path / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "recipe.yaml").write_text(text)
+    return run
+
+
+# every command that reads YAML a user may have been handed, and how to hand it a document (block, flow)
+COMMANDS = {
+    "train recipe": lambda t, block, flow: ["train", str(_recipe_with(t, block))],
+    "train override": lambda t, block, flow: ["train", "--recipe", "quickstart", f"training.lr_scheduler_kwargs={flow}"],
+    "study grid": lambda t, block, flow: ["study", str(_grid_with(t, block)), "--output", str(t / "out")],
+    "report run": lambda t, block, flow: ["report", str(_run_with(t, block))],
+    "compare runs": lambda t, block, flow: ["compare", str(_run_with(t, block)), str(_run_with(t / "b", block))],
+}
+
+CAPPED = """
 import contextlib, io, json, resource, sys
-resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
 from augcse.commands.main import main
 out = {{}}
-for name, argv in json.loads(sys.argv[1]).items():
+for name, argv in json.loads(open(sys.argv[1]).read()).items():
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         code = main(argv)
     out[name] = [code, err.getvalue().strip().splitlines()]
 print(json.dumps(out))
 """
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(commands)], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+
+
+def run_capped(commands: dict[str, list[str]], folder: Path, limit: int = 1 << 30, timeout: int = 120) -> dict:
+    """``{name: [exit code, stderr lines]}`` of ``main(argv)`` for each command, run in one child process whose
+    address space is capped at ``limit`` bytes: a regression fails here, it does not take the machine's memory."""
+    import json
+    import subprocess
+    import sys
+
+    (folder / "commands.json").write_text(json.dumps(commands))
+    done = subprocess.run([sys.executable, "-c", CAPPED.format(limit=limit), str(folder / "commands.json")],
+                          capture_output=True, text=True, timeout=timeout, cwd=folder)
     assert done.returncode == 0, done.stderr[-2000:]
-    for name, (code, err) in json.loads(done.stdout.strip().splitlines()[-1]).items():
-        assert code == 2 and len(err) == 1 and "alias" in err[0], (name, code, err)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_documents_are_what_they_claim() -> None:
+    assert len(bomb()) < 1024 and len(long_string_bomb()) < 500_000
+
+    def walk(node: list) -> int:
+        return 1 + sum(walk(child) for child in node)
+
+    with pytest.raises(RecursionError):  # what a recursive walk of the deep one does
+        walk(yaml.load(deep(), Loader=yaml.CSafeLoader)["a"])
+
+
+def test_every_command_refuses_every_unbounded_document_in_one_line(tmp_path: Path) -> None:
+    """Documents × commands, all in one child capped at 1 GiB, in seconds."""
+    import time
+
+    commands = {}
+    for document, (block, flow, _) in DOCUMENTS.items():
+        for name, make in COMMANDS.items():
+            folder = tmp_path / document.replace(" ", "-") / name.replace(" ", "-")
+            (folder / "b").mkdir(parents=True)
+            commands[f"{document} / {name}"] = make(folder, block, flow)
+    started = time.monotonic()
+    results = run_capped(commands, tmp_path)
+    assert time.monotonic() - started < 60
+    for name, (code, err) in results.items():
+        said = DOCUMENTS[name.partition(" / ")[0]][2]
+        assert code == 2 and len(err) == 1 and said in err[0] and "line " in err[0], (name, code, err)
 
 
 @pytest.mark.parametrize("text", ["name: [unclosed\n", "a: b: c\n", "\xff\xfe"])

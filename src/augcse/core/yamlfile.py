@@ -26,19 +26,20 @@ class DuplicateKeyError(yaml.YAMLError):
                 f"line {self.first}); YAML would keep only the last: remove one")
 
 
-# a document's aliases may expand it to this many values, or to this many times the values it writes if larger
-MAX_EXPANDED, MAX_EXPANSION = 100_000, 10
+# a document's aliases may expand it to this many values (or characters of scalars), or to this many times the
+# values (characters) it writes if larger; a value may sit this many collections deep
+MAX_EXPANDED, MAX_EXPANDED_CHARS, MAX_EXPANSION, MAX_DEPTH = 100_000, 10_000_000, 10, 100
 
 
 class AliasBombError(yaml.YAMLError):
-    """Aliases that expand without bound (or refer to themselves); ``str()`` is one line."""
+    """Aliases that expand without bound (or refer to themselves), or nesting too deep; ``str()`` is one line."""
 
-    def __init__(self, mark: yaml.Mark, why: str) -> None:
+    def __init__(self, mark: yaml.Mark, why: str, fix: str = "write the values out instead of nesting aliases") -> None:
         super().__init__()
-        self.problem_mark, self.why = mark, why
+        self.problem_mark, self.why, self.fix = mark, why, fix
 
     def __str__(self) -> str:
-        return (f"line {self.problem_mark.line + 1}: {self.why}; write the values out instead of nesting aliases")
+        return f"line {self.problem_mark.line + 1}: {self.why}; {self.fix}"
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -47,29 +48,47 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return list(node.value) if isinstance(node, yaml.SequenceNode) else []
 
 
-def check_expansion(root: yaml.Node) -> None:
-    """Refuse a node graph whose aliases expand beyond the bounds above, or that holds a cycle."""
-    sizes: dict[int, int] = {}
-    distinct: set[int] = set()
-    open_nodes: set[int] = set()
+def _chars(node: yaml.Node) -> int:
+    return len(node.value) if isinstance(node, yaml.ScalarNode) else 0
 
-    def size(node: yaml.Node) -> int:
+
+def check_expansion(root: yaml.Node) -> None:
+    """Refuse a node graph whose aliases expand beyond the bounds above (in values or in characters), that holds
+    a cycle, or that nests deeper than :data:`MAX_DEPTH`.
+
+    The walk keeps its own stack, so no document can exhaust Python's: a shared node is sized once, and the
+    sizes of a node's expansion are the sums of its children's."""
+    sizes: dict[int, tuple[int, int]] = {}  # id -> (values, characters) the node expands to
+    distinct: dict[int, int] = {}  # id -> characters it writes itself
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
         key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            parts = [sizes[id(child)] for child in _children(node)]
+            sizes[key] = (1 + sum(v for v, _ in parts), _chars(node) + sum(c for _, c in parts))
+            continue
         if key in sizes:
-            return sizes[key]
+            continue
         if key in open_nodes:
             raise AliasBombError(node.start_mark, "an alias refers to the value that contains it")
+        if len(open_nodes) >= MAX_DEPTH:
+            raise AliasBombError(node.start_mark, f"values are nested more than {MAX_DEPTH} collections deep",
+                                 "flatten the document")
         open_nodes.add(key)
-        distinct.add(key)
-        total = 1 + sum(size(child) for child in _children(node))
-        open_nodes.discard(key)
-        sizes[key] = total
-        return total
-
-    expanded = size(root)
-    if expanded > max(MAX_EXPANDED, MAX_EXPANSION * len(distinct)):
+        distinct[key] = _chars(node)
+        stack.append((node, True))
+        stack.extend((child, False) for child in reversed(_children(node)))
+    values, chars = sizes[id(root)]
+    written = sum(distinct.values())
+    if values > max(MAX_EXPANDED, MAX_EXPANSION * len(distinct)):
         raise AliasBombError(root.start_mark, f"the document's aliases expand its {len(distinct):,} values to "
-                                              f"{expanded:,} (more than {MAX_EXPANSION}× and {MAX_EXPANDED:,})")
+                                              f"{values:,} (more than {MAX_EXPANSION}× and {MAX_EXPANDED:,})")
+    if chars > max(MAX_EXPANDED_CHARS, MAX_EXPANSION * written):
+        raise AliasBombError(root.start_mark, f"the document's aliases expand its {written:,} characters to "
+                                              f"{chars:,} (more than {MAX_EXPANSION}× and {MAX_EXPANDED_CHARS:,})")
 
 
 class StrictLoader(_Base):
