@@ -2,17 +2,23 @@
 first one's process, instead of the two colliding on each other's temporary files.
 
 The lock is an advisory ``flock`` on ``FOLDER/.lock``, released by the kernel when the process ends however it
-ends, so a killed command never leaves the folder locked.
+ends, so a killed command never leaves the folder locked. The lock file is opened without following a link
+(``O_NOFOLLOW``) and without truncating it: a link, a pipe or a device named ``.lock`` is refused in one line with
+nothing written, and the PID is written only into a regular file this process holds the lock of.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
+
+from augcse.core.outputs import LinkRefused, refuse_links
 
 LOCK_NAME = ".lock"
 
@@ -31,16 +37,27 @@ class LockHeld(Exception):
 
 def take_lock(path: Path) -> TextIO:
     """Take the ``flock`` of ``path`` without waiting and write this process's PID in it; the open handle holds
-    the lock (close it to release). :class:`LockHeld` when another process holds it."""
-    handle = open(path, "a+")
+    the lock (close it to release). :class:`LockHeld` when another process holds it; :class:`LinkRefused` when
+    ``path`` is a symbolic link or not a regular file (opened with ``O_NOFOLLOW``, never truncated before the
+    lock is held)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise LinkRefused(f"{path}: the lock file is a symbolic link; augcse writes only files it made, never "
+                          "through a link: remove the link") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LinkRefused(f"{path}: the lock file is not a regular file; remove it")
+    handle = os.fdopen(fd, "r+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        handle.seek(0)
         holder = handle.read().strip() or "unknown"
         handle.close()
         raise LockHeld(holder) from None
-    handle.seek(0)
     handle.truncate()
     handle.write(str(os.getpid()))
     handle.flush()
@@ -50,6 +67,7 @@ def take_lock(path: Path) -> TextIO:
 @contextmanager
 def folder_lock(folder: Path, option: str) -> Iterator[None]:
     """Hold ``folder`` for this process while the block runs; :class:`FolderBusy` when another holds it."""
+    refuse_links(folder, option)  # before anything is written in it
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_NAME
     try:

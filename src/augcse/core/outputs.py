@@ -5,6 +5,14 @@ A read-only or full filesystem otherwise shows up minutes later as a traceback f
 augment, report, compare, study, reproduce) checks its output here first, before torch or a model loads;
 a write that fails anyway is recognised by :func:`write_failure` and reported with the path, the space free
 and how to continue.
+
+What augcse writes, one rule everywhere: it creates or replaces only regular files and folders it made, never
+anything through a symbolic link. A folder it is about to write into (a run, a study, a cache, a report's run) is
+claimed with :func:`claim_folder`, which refuses in one line a link or anything but files and folders at its top
+level or within :data:`LINK_DEPTH` levels below, before anything is written; and its own small writes (records,
+reports, logs, the lock, the marker) go through :func:`write_atomically` and :func:`append_line`, which refuse a
+link in the file's place and never follow one planted later (a new temporary file renamed over the name, an
+append opened with ``O_NOFOLLOW``).
 """
 
 from __future__ import annotations
@@ -13,9 +21,12 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
+
+from augcse.core.paths import KINDS
 
 # errors a write can meet that are about the place, not the data: the user fixes them by freeing space or
 # choosing another folder
@@ -68,6 +79,7 @@ def check_writable(folder: str | Path, what: str) -> Path:
     missing = [p for p in (folder, *folder.absolute().parents) if not p.exists()]  # the deepest first
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        probe.unlink(missing_ok=True)  # a link left under the probe's name is removed, never written through
         probe.write_bytes(b"probe")
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
@@ -88,8 +100,67 @@ def check_output_file(path: str | Path, what: str) -> Path:
     path = Path(path).expanduser()
     if path.is_dir():
         raise ValueError(f"{what} {path}: is a folder; give a file name, e.g. {path / 'embeddings.npy'}")
+    check_file_target(path, what)  # a link or a pipe named as the output is refused, never written through
     check_writable(path.parent, what)
     return path
+
+
+class LinkRefused(ValueError):
+    """A symbolic link (or a device, a pipe) where augcse would write; the message names it and what to do."""
+
+
+# how deep below a claimed folder links are looked for: a study's set/run/checkpoint-N/1_Pooling/config.json is 5
+LINK_DEPTH = 6
+
+
+def _not_ours(path: Path) -> str | None:
+    """What ``path`` is when it is neither a regular file nor a folder (never following a link); None otherwise."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((words for test, words in KINDS.items() if test(mode)), "not a file or folder")
+
+
+def _link_refusal(path: Path, what: str, kind: str) -> LinkRefused:
+    return LinkRefused(f"{what} {path}: is {kind}; augcse writes only files and folders it made, never through a "
+                       "link: remove it or choose another folder")
+
+
+def refuse_links(folder: str | Path, what: str, depth: int = LINK_DEPTH) -> None:
+    """:class:`LinkRefused` when ``folder`` itself, or anything within ``depth`` levels below it, is a symbolic
+    link, a device or a pipe (the walk never follows a link); nothing when ``folder`` is absent."""
+    folder = Path(folder).expanduser()
+    level = [folder]
+    for _ in range(depth + 1):
+        below = []
+        for path in level:
+            kind = _not_ours(path)
+            if kind is not None:
+                raise _link_refusal(path, what, kind)
+            if path.is_dir():
+                below.extend(sorted(path.iterdir()))
+        if not below:
+            return
+        level = below
+
+
+def claim_folder(folder: str | Path, what: str) -> Path:
+    """The folder a command is about to write into: no link in it (:func:`refuse_links`), and writable
+    (:func:`check_writable`); both one line, before anything loads or is written."""
+    refuse_links(folder, what)
+    return check_writable(folder, what)
+
+
+def check_file_target(path: Path, what: str) -> None:
+    """:class:`LinkRefused` when ``path`` is a link, a device or a pipe: augcse replaces only regular files."""
+    kind = _not_ours(path)
+    if kind is not None:
+        raise _link_refusal(path, what, kind)
 
 
 def write_text_atomically(path: Path, text: str) -> None:
@@ -97,17 +168,50 @@ def write_text_atomically(path: Path, text: str) -> None:
     write_atomically(path, lambda handle: handle.write(text.encode("utf-8")))
 
 
+def _new_file(path: Path) -> BinaryIO:
+    """``path`` created anew for writing, never through a link: one left there (a stale temporary file, a link
+    planted under its name) is removed first, and the name is created exclusively."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileExistsError:
+        path.unlink()
+        fd = os.open(path, flags, 0o644)
+    return os.fdopen(fd, "wb")
+
+
 def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """``write`` fills a temporary file beside ``path``, which then replaces ``path`` in one rename.
 
     A full disk, an error or a kill while writing leaves ``path`` as it was (absent, or the previous file),
-    never a truncated file that looks complete; the temporary file is removed on any failure.
+    never a truncated file that looks complete; the temporary file is removed on any failure. A link (or a pipe)
+    in ``path``'s place is refused (:class:`LinkRefused`); one planted while writing is replaced by the rename,
+    never followed.
     """
+    path = Path(path)
+    check_file_target(path, "cannot write")
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(temporary, "wb") as handle:
+        with _new_file(temporary) as handle:
             write(handle)
         os.replace(temporary, path)
     finally:
         with contextlib.suppress(OSError):
             temporary.unlink(missing_ok=True)
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append ``line`` (and a newline) to ``path``, created if missing, never through a link
+    (``O_NOFOLLOW``: a link there is :class:`LinkRefused`) and never to a pipe or device."""
+    path = Path(path)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _link_refusal(path, "cannot append to", "a symbolic link") from None
+        raise
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _link_refusal(path, "cannot append to", _not_ours(path) or "not a file")
+        handle.write(line + "\n")

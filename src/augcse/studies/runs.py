@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from augcse.core.names import check_folder_name as folder_name
 from augcse.core.outputs import write_text_atomically
-from augcse.training.recipes.config import RUN_NAME, Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
+from augcse.training.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
 
 RESERVED_KEYS = {"name": "the run names come from the rows", "seed": "use --seeds", "output_dir": "use --output"}
 # what every planned run adds to its recipe, before the command line's overrides: a table trains on the corpus
@@ -182,9 +183,7 @@ def check_overrides(overrides: Sequence[str], reserved: dict[str, str] = RESERVE
 
 def check_folder_name(name: str, what: str) -> None:
     """A set or row name names a folder under the output: the run-name rule, so no plan reaches outside it."""
-    if not isinstance(name, str) or not RUN_NAME.fullmatch(name) or ".." in name:
-        raise ValueError(f"{what} name {name!r} must be a folder name (letters, digits, '.', '_', '-', '+'; no "
-                         "'/' or '..'): it names the folder of its runs under the output")
+    folder_name(name, f"{what} name", "it names the folder of its runs under the output")
 
 
 def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: Sequence[str],

@@ -37,6 +37,7 @@ from augcse.studies.runs import (RESERVED_KEYS, Evaluate, Row, Run, check_folder
                                  run_all)
 from augcse.core.schema import Budgets, RecipeError, Section, validate
 from augcse.core import textfile, yamlfile
+from augcse.core.names import check_folder_name as folder_name
 
 START = "start"
 RESERVED = {**RESERVED_KEYS, "seed": "use seeds:", "output_dir": "use --output",
@@ -175,6 +176,11 @@ def load_grid(path: str | Path) -> Grid:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"grid file {str(path)!r} does not exist")
+    try:  # the file's name is the study's folder under --output: "...yaml" would be ".."
+        folder_name(path.stem, f"grid file {path}: its name", "it names the study's folder under --output; "
+                    "rename the file")
+    except ValueError as exc:
+        raise GridError(str(exc)) from None
     try:
         data = yamlfile.load(textfile.read_text(path, f"grid {path}"))
     except (yamlfile.DuplicateKeyError, yamlfile.AliasBombError) as exc:

@@ -14,9 +14,17 @@ The states a folder can be in, and what ``augcse train`` does with each:
   before its first complete checkpoint; a finished run or another recipe's folder is refused as above.
 
 Only a run augcse made is ever emptied or written into again: a folder holding the run marker (``.augcse-run``,
-written when a run claims a new or empty folder) or a ``recipe.yaml`` (runs made before the marker). Any other
-folder with files in it, and a run name that is a symbolic link, is refused in one line, with ``--overwrite``
-too, and emptying never follows a link.
+written when a run claims a new or empty folder), or, for runs made before the marker, a ``recipe.yaml`` beside
+one of the records only a run writes (:data:`RUN_RECORDS`: its log, summary, scores or time, or a checkpoint
+with its trainer state). A ``recipe.yaml`` alone proves nothing: a user keeps recipes in their own folders. Any
+other folder with files in it is refused in one line, with ``--overwrite`` too, and emptying never follows a
+link.
+
+Nothing is written through a symbolic link (:mod:`augcse.core.outputs`): a run folder that is a link, or holds a
+link (or a pipe, a device) at its top level or in the folders augcse writes (``final/``, ``checkpoint-*/``, …),
+is refused when it is claimed, before the lock is taken or anything is written; the lock is opened without
+following a link, and the marker and records are written as new files renamed into place. :data:`WRITTEN` lists
+the names augcse writes at a run folder's top level.
 
 On success the run ends with ``final/`` and ``summary.json``; its checkpoints are removed unless the recipe sets
 ``keep_checkpoints``, and the lock file goes with the lock.
@@ -36,6 +44,7 @@ from typing import Any
 import yaml
 from augcse.core import yamlfile
 from augcse.core.folder_lock import LOCK_NAME as LOCK, LockHeld, take_lock  # one lock file name for every folder
+from augcse.core.outputs import LinkRefused, refuse_links, write_text_atomically
 from augcse.training.checkpoint_check import resume_refusal
 
 logger = logging.getLogger(__name__)
@@ -44,6 +53,12 @@ LOSS_STATE = "loss_state.pt"
 MARKER = ".augcse-run"  # written into every folder a run claims: what makes a folder one augcse may empty
 RECIPE = "recipe.yaml"
 FINISHED = "summary.json"
+# records only a run writes: beside a recipe.yaml they prove a folder made before the marker is a run
+RUN_RECORDS = ("log.jsonl", FINISHED, "eval.json", "time.json")
+# every name augcse writes at the top of a run folder (train, --resume, report, eval --save-to, a study's run):
+# the lock, marker, recipe, records, kept model, a checkpoint (checkpoint-N), budgets' curve, report and its figures
+WRITTEN = (LOCK, MARKER, RECIPE, *RUN_RECORDS, "curve.json", "final", "checkpoint-4", "recipe.until-step-4.yaml",
+           "report.md", "report.html", "report", "reproduce-recipe.yaml")
 # recipe keys a resumed run may change; the recipe it started with is kept as recipe.until-step-N.yaml
 RESUMABLE_CHANGES = ("training.learning_rate", "training.max_grad_norm", "skip_nonfinite_steps", "keep_checkpoints")
 # where the run folder and its caches are, not how it trains: a run moved to another disk resumes from its new place
@@ -93,30 +108,45 @@ def _used(run_dir: Path) -> bool:
     return run_dir.is_dir() and any(p.name not in (LOCK, MARKER) for p in run_dir.iterdir())
 
 
+def _regular_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
 def is_run_folder(path: Path) -> bool:
-    """Whether augcse made ``path`` as a run folder (its marker or its recipe.yaml, never through a link)."""
-    return (path.is_dir() and not path.is_symlink()
-            and any((path / name).is_file() and not (path / name).is_symlink() for name in (MARKER, RECIPE)))
+    """Whether augcse made ``path`` as a run folder: its marker, or its recipe.yaml beside a run's record (see the
+    module docstring); never through a link."""
+    if not path.is_dir() or path.is_symlink():
+        return False
+    if _regular_file(path / MARKER):
+        return True
+    records = any(_regular_file(path / name) for name in RUN_RECORDS) or any(
+        _regular_file(c / "trainer_state.json") for c in checkpoints(path))
+    return _regular_file(path / RECIPE) and records
 
 
 def refuse_foreign(path: Path) -> None:
-    """RunFolderError unless ``path`` may hold a run: absent, empty, or a run folder augcse made; never a link."""
+    """RunFolderError unless ``path`` may hold a run: absent, empty, or a run folder augcse made, with no link
+    in it (nor a link itself)."""
     if path.is_symlink():
         raise RunFolderError(f"{path} is a symbolic link; augcse writes and removes runs only in folders it made: "
                              "choose another name= or output_dir=")
     if path.exists() and not path.is_dir():
         raise RunFolderError(f"{path} exists and is not a folder; choose another name= or output_dir=")
     if _used(path) and not is_run_folder(path):
-        raise RunFolderError(f"{path} holds files but is not an augcse run (no {MARKER} or {RECIPE}); augcse never "
-                             "writes into or removes a folder it did not make, --overwrite included: choose another "
-                             "name= or output_dir=")
+        raise RunFolderError(f"{path} holds files but is not an augcse run (no {MARKER}, nor a {RECIPE} with a "
+                             "run's records); augcse never writes into or removes a folder it did not make, "
+                             "--overwrite included: choose another name= or output_dir=")
+    try:
+        refuse_links(path, "run folder")
+    except LinkRefused as exc:
+        raise RunFolderError(str(exc)) from None
 
 
 def mark_run_folder(path: Path) -> None:
     """Create ``path`` (if needed) and mark it as a run folder augcse made."""
     refuse_foreign(path)
     path.mkdir(parents=True, exist_ok=True)
-    (path / MARKER).write_text("an augcse run folder: augcse may empty it on --overwrite\n", encoding="utf-8")
+    write_text_atomically(path / MARKER, "an augcse run folder: augcse may empty it on --overwrite\n")
 
 
 def changed_keys(stored: dict, current: dict, prefix: str = "") -> dict[str, tuple[Any, Any]]:
@@ -205,6 +235,9 @@ class RunFolder:
     def _resumable(self, recipe: dict, finished: bool) -> Path:
         if finished:
             raise RunFolderError(f"--resume: {self.path} holds a finished run; there is nothing to resume")
+        if not _used(self.path):
+            raise RunFolderError(f"--resume: {self.path} holds no run yet; there is nothing to resume: start it "
+                                 "without --resume")
         last = latest_checkpoint(self.path)
         if last is None:
             partial = [p.name for p in checkpoints(self.path)]
@@ -234,7 +267,7 @@ class RunFolder:
                 logger.warning("--resume with a changed recipe: %s (the first is kept as recipe.until-step-%d.yaml)",
                                "; ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in changes.items()), checkpoint_step(last))
                 os.replace(stored_file, self.path / f"recipe.until-step-{checkpoint_step(last)}.yaml")
-                stored_file.write_text(yaml.safe_dump(recipe, sort_keys=False))
+                write_text_atomically(stored_file, yaml.safe_dump(recipe, sort_keys=False))
         return last
 
     def _lock(self) -> None:
@@ -244,6 +277,8 @@ class RunFolder:
         except LockHeld as held:
             raise RunFolderError(f"{self.path} is in use by another augcse run (PID {held.holder}); wait for it to "
                                  "finish or choose another name=") from None
+        except LinkRefused as exc:
+            raise RunFolderError(str(exc)) from None
         self._handle = handle
         _HELD.add(handle)
 

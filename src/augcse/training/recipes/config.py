@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field, create_model, field_validator, model_val
 
 from augcse.core import yamlfile
 from augcse.core.loss_parameters import LOSS_PARAMETERS, loss_settings, needs_in_batch_negatives
-from augcse.core.names import suggest
+from augcse.core.names import FOLDER_NAME_RULE, is_folder_name, suggest
 from augcse.core.outputs import check_writable
 from augcse.core.schema import (
     Budgets, FieldsError, KeyedSection, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability,
@@ -35,7 +35,6 @@ RECIPE_DIR = Path(__file__).parent
 DEFAULT_CORPUS = "corpus/wiki1m_for_simcse.txt"
 # the names of augcse.models.poolers.POOLERS, here so that a recipe is checked without loading torch
 PoolerName = Literal["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_emb_last", "avg_top2", "prompt"]
-RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 __all__ = ["DEFAULT_CORPUS", "RECIPE_DIR", "DataConfig", "EvalConfig", "LossConfig", "ModelConfig", "Recipe",
            "RecipeError", "TrainingRanges", "builtin_recipes", "check_output_dir", "load_recipe", "parse_override",
@@ -134,9 +133,8 @@ class Recipe(RecipeSection):
     @field_validator("name")
     @classmethod
     def _folder_name(cls, value: str) -> str:
-        if not RUN_NAME.fullmatch(value) or ".." in value:
-            raise ValueError(f"must be a folder name (letters, digits, '.', '_', '-', '+'; no '/' or '..'), "
-                             f"got {value!r}")
+        if not is_folder_name(value):
+            raise ValueError(f"must be a folder name ({FOLDER_NAME_RULE}), got {value!r}")
         return value
 
     @property
