@@ -12,6 +12,7 @@ import yaml
 
 from augcse.commands.main import main
 from augcse.core import yamlfile
+from test_checkpoint_check import moved_recipe, stopped_run  # noqa: F401 - the fixture: a run stopped after two checkpoints
 
 
 def bomb(levels: int = 9) -> str:
@@ -193,3 +194,75 @@ def test_every_torch_load_in_augcse_states_weights_only() -> None:
     assert calls
     for name, keywords in calls:
         assert keywords.get("weights_only") == "True" or keywords.get("allow_pickle") == "False", (name, keywords)
+
+
+# the files a resume reads that a pickle could hide in, and two ways to write one: torch's zip format, a bare pickle
+PICKLED_FILES = ("optimizer.pt", "scheduler.pt", "rng_state.pth", "loss_state.pt", "pytorch_model.bin")
+PICKLES = {
+    "torch.save": lambda path: __import__("torch").save({"state": Payload()}, path),
+    "bare pickle": lambda path: path.write_bytes(pickle.dumps({"state": Payload()}, protocol=2)),
+}
+
+
+def _tagged(path: Path) -> None:
+    path.write_text(f"name: r\nmodel: !!python/object/apply:pathlib.Path.write_text [{Payload.marker!r}, ran]\n")
+
+
+# a recipe with a tag: the checkpoint's own, or the run folder's when the checkpoint holds none
+TAGGED_RECIPES = {
+    "checkpoint recipe": (lambda checkpoint: _tagged(checkpoint / "recipe.yaml"), "recipe.yaml"),
+    "run recipe": (lambda checkpoint: ((checkpoint / "recipe.yaml").unlink(missing_ok=True),
+                                       _tagged(checkpoint.parent / "recipe.yaml")), "recipe.yaml"),
+}
+
+
+def test_a_pickle_or_a_tag_in_a_checkpoint_is_one_line_on_resume_and_never_runs(stopped_run: Path,
+                                                                                 tmp_path: Path) -> None:
+    """Every file × every way to write it, each resumed in one child: one line naming the file, nothing run, in
+    seconds, the child's resident memory under 1 GiB (its address space capped at 3 GiB: torch maps 2 alone)."""
+    import resource
+    import shutil
+    import time
+
+    Payload.marker = str(tmp_path / "marker")
+    cases = {f"{name} / {how}": (lambda c, name=name, write=write: write(c / name), name)
+             for name in PICKLED_FILES for how, write in PICKLES.items()}
+    cases.update(TAGGED_RECIPES)
+    commands, said = {}, {}
+    for case, (spoil, name) in cases.items():
+        folder = tmp_path / case.replace(" / ", "-").replace(" ", "-")
+        shutil.copytree(stopped_run, folder)
+        for checkpoint in (folder / "runs" / "r").glob("checkpoint-*"):
+            spoil(checkpoint)
+        commands[case] = ["train", str(moved_recipe(folder)), "keep_checkpoints=true", "--resume"]
+        said[case] = name
+    started = time.monotonic()
+    results = run_capped(commands, tmp_path, limit=3 << 30)
+    assert time.monotonic() - started < 60
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1 << 20  # KiB
+    for case, (code, err) in results.items():
+        assert code == 2 and len(err) == 1 and said[case] in err[0], (case, code, err)
+        assert "Traceback" not in err[0] and "weights_only` set to `False`" not in err[0], (case, err)
+    assert not Path(Payload.marker).exists()
+
+
+@pytest.mark.parametrize("command", ["eval", "encode"])
+@pytest.mark.parametrize("how", list(PICKLES))
+def test_a_pickle_as_a_models_weights_is_one_line_and_never_runs(command: str, how: str, tiny_model_dir: Path,
+                                                                tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    Payload.marker = str(tmp_path / "marker")
+    for weights in model.rglob("*.safetensors"):
+        weights.unlink()
+        PICKLES[how](weights.parent / "pytorch_model.bin")
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a sentence\nanother one\n")
+    argv = {"eval": ["eval", str(model), "--tasks", "STSBenchmark-dev-original"],
+            "encode": ["encode", str(model), str(texts), "--out", str(tmp_path / "out.npy")]}[command]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pytorch_model.bin" in err[0] and ("never runs" in err[0] or "not a plain" in err[0]), err
+    assert not Path(Payload.marker).exists()

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from augcse.core.torchfile import torch_file_damage
 from augcse.models.module_types import ForeignCode, check_folder, module_class
 
 if TYPE_CHECKING:
@@ -115,10 +116,12 @@ WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx")
 
 
 def check_readable(folder: str | Path) -> None:
-    """Every weights file of a model folder can be opened; ValueError naming the first that cannot.
+    """Every weights file of a model folder can be opened, and the torch pickles the loaders will read hold only
+    tensors; ValueError naming the first that cannot or does not.
 
     The loaders report a weights file they may not read as missing (they look for another format or on the
-    Hub), so the permission is checked before they run.
+    Hub), so the permission is checked before they run; a pickle naming code would otherwise be refused deep in
+    a loader's traceback (:mod:`augcse.core.torchfile`).
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -133,6 +136,18 @@ def check_readable(folder: str | Path) -> None:
             except OSError as exc:
                 raise ValueError(f"{path}: the weights cannot be read ({exc.strerror or exc}); make the file "
                                  "readable (chmod a+r) for the user running augcse, or copy the model") from None
+    for path in pickled_weights(folder):
+        damage = torch_file_damage(path)
+        if damage:
+            raise ValueError(f"{path.parent}/{damage}")
+
+
+def pickled_weights(folder: Path) -> list[Path]:
+    """The torch pickles (``pytorch_model*.bin``) a loader will read: those with no safetensors file beside them,
+    which the loaders prefer."""
+    return [path for path in sorted(folder.rglob("pytorch_model*.bin"))
+            if not any(path.parent.glob("*.safetensors"))
+            and not any(p.startswith(".") for p in path.relative_to(folder).parts)]
 
 
 # how torch and safetensors word a weights file that ends early or is not what its name says

@@ -2,9 +2,12 @@
 
 The trainer reads a checkpoint's files one by one as it resumes, so a damaged one otherwise ends in a library's
 traceback (a safetensors header, an unpickling error), a JSON error naming no file, or, for a missing RNG state,
-no error at all and a run that silently differs from the uninterrupted one. :func:`checkpoint_damage` names the
-first damaged file in words; :func:`resume_refusal` turns that into one line offering the newest intact older
-checkpoint, and refuses a resume by another number of processes (the global batch would change under the run).
+no error at all and a run that silently differs from the uninterrupted one; a pickle that names code (in the
+optimizer, scheduler or RNG state) stops the trainer's ``weights_only`` load deep in its resume, and a tag in a
+recipe stops the recipe comparison. :func:`checkpoint_damage` reads each file as the resume will, without running
+anything, and names the first damaged one in words; :func:`resume_refusal` turns that into one line offering the
+newest intact older checkpoint, and refuses a resume by another number of processes (the global batch would
+change under the run).
 """
 
 from __future__ import annotations
@@ -12,11 +15,17 @@ from __future__ import annotations
 import json
 import struct
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import yaml
+
+from augcse.core import yamlfile
+from augcse.core.torchfile import torch_file_damage
+
 TRAINER_STATE = "trainer_state.json"
-TORCH_FILES = ("optimizer.pt", "scheduler.pt")  # torch's zip format: checked whole without unpickling
+TORCH_FILES = ("optimizer.pt", "scheduler.pt")  # torch's zip format, read by the trainer with weights_only=True
+RECIPE = "recipe.yaml"
 
 
 def rng_files(checkpoint: Path) -> list[Path]:
@@ -57,14 +66,13 @@ def _zip_damage(path: Path) -> str | None:
     return f"{path.name} is damaged (member {bad} fails its checksum)" if bad else None
 
 
-def _loss_state_damage(path: Path) -> str | None:
-    import torch
-
+def _recipe_damage(path: Path) -> str | None:
+    """A recipe the resume compares with this run's that is not plain YAML (a ``!!python`` tag, a damaged file)."""
     try:
-        torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any failure to load is a damaged file, named
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return f"{path.name} cannot be loaded ({type(exc).__name__}: {first[:120]})"
+        yamlfile.load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        why = yamlfile.describe(exc) if isinstance(exc, yaml.YAMLError) else str(exc)
+        return f"{path.name} is not a readable recipe ({why}; augcse writes only plain YAML)"
     return None
 
 
@@ -87,13 +95,20 @@ def checkpoint_damage(checkpoint: Path, loss_state: str) -> str | None:
         missing.append("rng_state.pth")
     if missing:
         return f"{', '.join(missing)} missing"
-    for found in (*(_safetensors_damage(p) for p in weights), _trainer_state_damage(checkpoint / TRAINER_STATE),
-                  _loss_state_damage(checkpoint / loss_state),
-                  *(_zip_damage(checkpoint / name) for name in TORCH_FILES),
-                  *(_zip_damage(p) for p in rng_files(checkpoint))):
-        if found:
-            return found
-    return None
+    return next((found for found in _damages(checkpoint, loss_state, weights) if found), None)
+
+
+def _damages(checkpoint: Path, loss_state: str, weights: list[Path]) -> Iterator[str | None]:
+    """Each file's damage (None when whole) in the order the resume reads them, checked only as far as asked."""
+    yield from (_safetensors_damage(path) for path in weights)
+    yield _trainer_state_damage(checkpoint / TRAINER_STATE)
+    yield torch_file_damage(checkpoint / loss_state)
+    for path in (*(checkpoint / name for name in TORCH_FILES), *rng_files(checkpoint)):
+        yield _zip_damage(path) or torch_file_damage(path)
+    if (checkpoint / "pytorch_model.bin").is_file():
+        yield torch_file_damage(checkpoint / "pytorch_model.bin")
+    if (checkpoint / RECIPE).is_file():
+        yield _recipe_damage(checkpoint / RECIPE)
 
 
 def resume_refusal(checkpoint: Path, older: Sequence[Path], loss_state: str, processes: int) -> str | None:
@@ -106,6 +121,10 @@ def resume_refusal(checkpoint: Path, older: Sequence[Path], loss_state: str, pro
                  f"{checkpoint.parent / ('damaged-' + checkpoint.name)}) and run the same command to resume from it"
                  if intact else "no older checkpoint is intact: start again with --overwrite")
         return f"--resume: {checkpoint} is damaged: {damage}; {offer}"
+    run_recipe = checkpoint.parent / RECIPE  # what the resume compares with when the checkpoint holds no recipe
+    damage = None if (checkpoint / RECIPE).is_file() or not run_recipe.is_file() else _recipe_damage(run_recipe)
+    if damage:
+        return f"--resume: {checkpoint.parent}/{damage}; restore the recipe the run wrote"
     saved = saved_processes(checkpoint)
     if saved != processes:
         return (f"--resume: {checkpoint.name} was written by {saved} process(es) and this run has {processes}: "
