@@ -56,6 +56,7 @@ COMMANDS: dict[str, Command] = {
     "study": Command("augcse.commands.study", "run a grid file of runs × seeds, resumable; mean ± sd, Δ vs start, curves"),
     "download": Command("augcse.commands.download", "download evaluation data and wiki1m from their official sources"),
     "adapt": Command("augcse.commands.adapt", "adapt a model to your unlabelled texts; keep a candidate chosen without labels"),
+    "cluster": Command("augcse.commands.cluster", "adapt a model to your texts so they group by topic (SCCL), and cluster them"),
     "whiten": Command("augcse.commands.whiten", "fit BERT-whitening on a corpus and save the whitened model (no training)"),
 }
 

@@ -1,0 +1,182 @@
+"""``augcse cluster TEXTS --clusters K``: adapt a sentence model to your texts so they group by topic, and cluster them.
+
+Every input is checked first (one line, exit 2, before any model loads). Then the starting model embeds the texts
+and K-means gives the centroids SCCL starts from (:func:`augcse.training.cluster.prepare_start`);
+:func:`augcse.training.run.run` trains the built-in recipe ``cluster`` on the same texts (transductive), its
+stopping rule checked at every checkpoint (:class:`augcse.training.cluster.ClusterWatch`);
+:func:`augcse.training.cluster.write_results` assigns every text with the kept model and
+:func:`augcse.report.cluster.write_report` writes the report. The verdict line is printed last. No label is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from augcse.commands.main import begin_work
+from augcse.commands.train import IntermixedParser
+
+
+class OneLineParser(IntermixedParser):
+    """A wrong option is one line (argparse's usage block would come first otherwise)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not self._inside:  # refused here: the top-level parser would print its usage first
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    from augcse.training.adapt import READERS
+
+    parser = subparsers.add_parser("cluster", help="adapt a model to your texts so they group by topic, and "
+                                                   "cluster them", description=__doc__.splitlines()[0])
+    parser.__class__ = OneLineParser
+    parser.add_argument("texts", help=f"your texts: {', '.join(READERS)} (one text per line in .txt)")
+    parser.add_argument("overrides", nargs="*", help="recipe overrides key=value, e.g. name=tickets seed=1")
+    parser.add_argument("--clusters", type=int, required=True, help="K, the number of clusters (at least 2)")
+    parser.add_argument("--column", default="text", help="the text column (CSV/TSV/Parquet) or key (JSON-lines)")
+    parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA)")
+    parser.add_argument("--resume", action="store_true", help="continue an unfinished run (or redo the outputs of "
+                                                              "a finished one)")
+    parser.add_argument("--overwrite", action="store_true", help="empty the run folder first")
+    parser.set_defaults(func=_run_cli)
+
+
+# the recipe keys the command sets itself, and what to give instead
+SET_BY_COMMAND = {
+    "data.corpus": "the command trains on TEXTS",
+    "loss.name": "the command trains SCCL, whose soft assignment its stopping rule reads",
+    "loss.params.clusters": "give --clusters",
+    "loss.params.centroids": "the command starts them by K-means of the starting model's embeddings",
+}
+
+
+def check_override(text: str) -> None:
+    """An override of a key the command sets (or of a section holding one) is refused, not silently replaced."""
+    from augcse.training.recipes.config import parse_override
+
+    key = ".".join(parse_override(text)[0])
+    for reserved, instead in SET_BY_COMMAND.items():
+        if key == reserved or reserved.startswith(key + "."):
+            raise ValueError(f"override {text}: augcse cluster sets {reserved} itself ({instead})")
+
+
+def read_cluster_texts(path: str, column: str) -> tuple[Path, list[str], int]:
+    """The texts file checked and read: (its path, the non-empty texts in input order, how many were empty)."""
+    from augcse.core.paths import expect_file
+    from augcse.core.textfile import why_not_utf8
+    from augcse.training.adapt import READERS
+
+    file = expect_file(path, "texts file")
+    reader = READERS.get(file.suffix.lower())
+    if reader is None:
+        raise ValueError(f"texts file {file}: unknown kind of file {file.suffix or '(no suffix)'}; give one of "
+                         f"{', '.join(READERS)}")
+    if file.stat().st_size == 0:
+        raise ValueError(f"texts file {file}: is empty; give one text per line (or a column of texts)")
+    try:
+        rows = [t.strip() if isinstance(t, str) else "" for t in reader(file, column)]
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"texts file {file}: not UTF-8 text (byte {exc.start}); {why_not_utf8(file)}") from None
+    texts = [t for t in rows if t]
+    return file, texts, len(rows) - len(texts)
+
+
+def check_counts(file: Path, texts: list[str], clusters: int, batch: int) -> None:
+    """K against the texts, and enough texts for one training batch (SCCL's target needs a batch's clusters)."""
+    if len(texts) < batch:
+        raise ValueError(f"texts file {file}: {len(texts)} non-empty texts; cluster needs at least {batch}, one "
+                         f"training batch (training.per_device_train_batch_size={batch}): SCCL sharpens each batch's "
+                         "assignments by that batch's cluster sizes, and a run trains on whole batches")
+    if clusters > len(texts):
+        raise ValueError(f"--clusters {clusters}: more clusters than the {len(texts)} non-empty texts of {file}; "
+                         "give fewer clusters")
+
+
+def _run_cli(args: argparse.Namespace) -> int:
+    from augcse.core.paths import expect_folder
+    from augcse.training.recipes.config import load_recipe
+
+    if args.clusters < 2:
+        raise ValueError(f"--clusters {args.clusters}: must be at least 2 (one cluster groups nothing)")
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite contradict each other; pass one")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError("augcse cluster runs in one process (its stopping rule is checked by one); run it without "
+                         "torchrun")
+    for text in args.overrides:
+        check_override(text)
+    if args.data_dir:
+        expect_folder(args.data_dir, "--data-dir")
+    file, texts, empty = read_cluster_texts(args.texts, args.column)
+    base = [f"name=cluster-{file.stem}", f"loss.params.clusters={args.clusters}"]
+    probe = load_recipe(None, "cluster", [*base, *args.overrides], check_output=True)
+    check_counts(file, texts, args.clusters, int(probe.training.get("per_device_train_batch_size", 64)))
+
+    from augcse.training.cluster import texts_digest, write_texts
+
+    folder = Path(probe.output_dir) / ".cluster-texts" / texts_digest(texts, probe.model.backbone, args.clusters,
+                                                                     probe.seed)
+    corpus = write_texts(texts, folder)
+    centroids = folder / "start" / "centroids.npy"  # written before the first run trains; a resume finds it
+    overrides = [*base, f"data.corpus={corpus.resolve()}", *args.overrides,
+                 f"loss.params.centroids={centroids.resolve()}"]
+    recipe = load_recipe(None, "cluster", overrides if centroids.is_file() else overrides[:-1], check_output=True)
+    finished = _check_run_folder(recipe, args.resume, args.overwrite)
+    begin_work()
+    return _work(args, recipe, overrides, texts, file, empty, folder / "start", finished)
+
+
+def _check_run_folder(recipe, resume: bool, overwrite: bool) -> bool:
+    """The run folder's refusals (a finished or unfinished run, a foreign folder) before any model loads; whether
+    it holds a finished run that ``--resume`` redoes the outputs of."""
+    from augcse.training.rundir import FINISHED, RunFolder, refuse_foreign
+
+    if resume and (recipe.run_dir / FINISHED).is_file():
+        return True
+    if overwrite:
+        refuse_foreign(recipe.run_dir)  # emptied by the run itself
+        return False
+    folder = RunFolder(recipe.run_dir)
+    folder.claim(recipe.to_dict(), resume=resume)
+    folder.release()
+    return False
+
+
+def _work(args: argparse.Namespace, recipe, overrides: list[str], texts: list[str], file: Path, empty: int,
+          start: Path, finished: bool) -> int:
+    import numpy as np
+
+    from augcse.report.cluster import write_report
+    from augcse.training.build import build_model
+    from augcse.training.cluster import ClusterWatch, Inputs, file_sha256, prepare_start, write_results
+    from augcse.training.recipes.config import load_recipe
+    from augcse.training.run import RunError, run
+
+    if not (start / "centroids.npy").is_file():
+        prepare_start(build_model(recipe), texts, args.clusters, recipe.seed, start, recipe.eval.batch_size)
+    recipe = load_recipe(None, "cluster", overrides)
+    if not finished:
+        watch = ClusterWatch(texts, np.load(start / "embeddings.npy", allow_pickle=False), recipe.loss.params,
+                             recipe.run_dir, recipe.seed, recipe.eval.batch_size)
+        try:
+            result = run(recipe, args.data_dir, resume=args.resume, overwrite=args.overwrite, callbacks=[watch])
+        except RunError as exc:
+            print(f"augcse cluster: error: {exc}", file=sys.stderr)
+            return 1
+        if result.get("stopped"):
+            return 130
+        print("training done; assigning every text with the kept model", flush=True)
+    inputs = Inputs(str(file.resolve()), file_sha256(file), args.column, len(texts), empty, args.clusters)
+    record = write_results(recipe.run_dir, texts, inputs, recipe, start)
+    md, _ = write_report(record, texts, recipe.run_dir)
+    print(f"\n{record['verdict']}\nclusters: {recipe.run_dir / 'clusters.csv'}; report: {md}; model: "
+          f"{recipe.run_dir / 'final'}", flush=True)
+    return 0
