@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from augcse.core.names import suggest
 from augcse.core.schema import (
@@ -21,7 +21,7 @@ from augcse.core.schema import (
     validate,
 )
 
-HeadName = Literal["none", "mlp", "bn", "vascl"]  # the train-only heads of augcse.losses.heads.HEADS
+HeadName = Literal["none", "mlp", "bn", "vascl", "sccl"]  # the train-only heads of augcse.losses.heads.HEADS
 
 
 class ContrastiveParameters(Section):
@@ -189,6 +189,79 @@ class AugCSEParameters(ContrastiveParameters):
     hard_negative_weight: float = 0.0
 
 
+# the clustering term's weight in the authors' trainer when the recipe leaves eta out (training.py: 0.5 × the
+# KL in train_step_virtual, 1 × in train_step_explicit)
+SCCL_CLUSTER_WEIGHT = {"dropout": 0.5, "explicit": 1.0}
+# views the authors ran that augcse does not compute inside the loss, and what to do instead
+SCCL_OTHER_VIEWS = {
+    "contextual": "the authors' contextual substitution rewrites texts with a masked language model (none is "
+                  "stored with augcse); write the rewrites as columns positive and positive_2 with an augmentation "
+                  "view (e.g. RandomContextualWordAugmentation with a local masked LM) and use views: explicit",
+}
+
+
+def read_centroids(path: str, clusters: int):
+    """The float array of K starting centroids in the ``.npy`` file ``path``, checked (one line naming the file
+    otherwise): a regular file, no pickled objects, two dimensions, ``clusters`` rows, floats, all finite."""
+    import numpy as np
+
+    from augcse.core.paths import expect_file
+
+    file = expect_file(path, "centroids file", "save the K-means centroids with numpy.save")
+    try:
+        array = np.load(file, allow_pickle=False)
+    except ValueError as exc:  # a pickled object array, or not a .npy at all
+        raise ValueError(f"centroids file {file}: cannot be read as a plain .npy array ({exc}); save a float array "
+                         "with numpy.save") from None
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"centroids file {file}: cannot be read ({exc}); save a float array with numpy.save") from None
+    if not isinstance(array, np.ndarray):  # an .npz archive
+        raise ValueError(f"centroids file {file}: is an .npz archive, not one array; save the centroids with numpy.save")
+    if array.ndim != 2 or array.shape[0] != clusters or not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(f"centroids file {file}: holds a {array.dtype} array of shape {array.shape}; it needs floats "
+                         f"of shape ({clusters}, d), one row per cluster (clusters: {clusters})")
+    if not np.isfinite(array).all():
+        raise ValueError(f"centroids file {file}: holds NaN or infinite values; recompute the centroids")
+    return array.astype(np.float32, copy=False)
+
+
+class SCCLParameters(ContrastiveParameters):
+    """SCCL's settings; the defaults are the authors' run scripts (amazon-science/sccl Notebook/run_*.sh)."""
+
+    # K, the number of clusters (the authors' --num_classes default: SearchSnippets' 8)
+    clusters: Annotated[int, Field(ge=2)] = 8
+    # a .npy of the K starting centroids, shape (K, d); None: K-means of the training texts' starting embeddings
+    centroids: str | None = None
+    temperature: Temperature = 0.5
+    head: HeadName | None = "sccl"
+    # dropout: two dropout passes of the anchor (the authors' "virtual"); explicit: augmented columns
+    views: Literal["dropout", "explicit"] = "dropout"
+    # the instance-wise term's weight (the authors' --eta, 10 in their scripts)
+    contrastive_weight: NonNegativeFloat = 10.0
+    # η, the clustering term's weight; None: the authors' trainer's (0.5 dropout, 1.0 explicit)
+    eta: NonNegativeFloat | None = None
+    alpha: PositiveFloat = 1.0  # degrees of freedom of the Student's t kernel
+    kmeans_seed: NonNegativeInt = 0  # K-means' seed when the centroids are computed from the training texts
+
+    @field_validator("views", mode="before")
+    @classmethod
+    def _views_run_here(cls, value: Any) -> Any:
+        if value in SCCL_OTHER_VIEWS:
+            raise ValueError(f"{value!r} is not run by augcse: {SCCL_OTHER_VIEWS[value]}")
+        return value
+
+    @model_validator(mode="after")
+    def _centroids_and_weight(self) -> SCCLParameters:
+        if self.centroids is not None:
+            try:
+                read_centroids(self.centroids, self.clusters)
+            except ValueError as exc:
+                raise FieldsError(("centroids",), str(exc)) from None
+        if self.eta is None:
+            self.eta = SCCL_CLUSTER_WEIGHT[self.views]
+        return self
+
+
 class Term(Section):
     """One weighted term of a composite loss."""
 
@@ -232,7 +305,7 @@ class CompositeParameters(Section):
 
 # the losses whose every row needs other rows of its batch as negatives: a batch of one trains nothing
 IN_BATCH_NEGATIVES = frozenset({"simcse", "augcse", "sda", "vascl", "cards", "esimcse", "promptbert", "consert",
-                                "diffcse", "ct", "declutr", "ct_original"})
+                                "diffcse", "ct", "declutr", "ct_original", "sccl"})
 
 
 def needs_in_batch_negatives(name: str, params: Mapping[str, Any]) -> bool:
@@ -271,6 +344,7 @@ LOSS_PARAMETERS: dict[str, type[Section] | None] = {
     "consert": ConSERTParameters,
     "diffcse": DiffCSEParameters,
     "mlm": MLMParameters,
+    "sccl": SCCLParameters,
     "composite": CompositeParameters,
     "tsdae": None,
     "ct": None,

@@ -25,6 +25,7 @@ from augcse.losses.mlm import MLMLoss
 from augcse.losses.peers import CTLoss, TSDAELoss
 from augcse.losses.promptbert import PromptBERTLoss
 from augcse.losses.registry import TERMS
+from augcse.losses.sccl import SCCLLoss, kmeans_centroids
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
 from augcse.losses.vascl import VaSCLLoss
@@ -86,7 +87,8 @@ def validate_loss(name: str, params: Mapping[str, Any], produced: Mapping[str, A
 
 
 def bind_dataset(loss: RoleLoss, dataset) -> None:
-    """Bind the built training dataset to the loss by column name and check its labels lie in the label space."""
+    """Bind the built training dataset to the loss by column name, check its labels lie in the label space, and
+    let the loss compute what it needs from the texts before training (:meth:`RoleLoss.prepare`)."""
     loss.bind(dataset.column_names)
     labels = loss.contract.labels
     if labels is not None and labels.size and len(dataset):
@@ -95,10 +97,11 @@ def bind_dataset(loss: RoleLoss, dataset) -> None:
         if low < 0 or high >= labels.size:
             raise RoleError(f"the {LABEL!r} column holds {low}…{high} but the loss has {labels.size} classes "
                             f"({labels.spec!r}); build the view and the loss from one augmentation set")
+    loss.prepare(dataset)
 
 
 __all__ = ["LABEL", "LOSSES", "AugCSELoss", "CARDSLoss", "CTLoss", "CTOriginalLoss", "CompositeLoss", "ConSERTLoss",
            "Contract", "ContrastiveLoss", "DeCLUTRLoss", "DiffCSELoss", "ESimCSELoss", "MLMLoss", "PromptBERTLoss",
-           "KeyBlock", "LabelSpace", "Role", "RoleError", "RoleLoss", "SDALoss", "SimCSELoss", "TSDAELoss", "VaSCLLoss",
+           "KeyBlock", "LabelSpace", "Role", "RoleError", "RoleLoss", "SCCLLoss", "SDALoss", "SimCSELoss", "TSDAELoss", "VaSCLLoss",
            "bind_dataset",
-           "contrast", "info_nce", "symmetric_info_nce", "validate_loss"]
+           "contrast", "info_nce", "kmeans_centroids", "symmetric_info_nce", "validate_loss"]

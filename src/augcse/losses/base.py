@@ -218,6 +218,10 @@ class RoleLoss(nn.Module):
         """The loss from the encoder's pooled embeddings by role (any head is applied here)."""
         raise NotImplementedError
 
+    def prepare(self, dataset) -> None:
+        """What the loss computes from the training dataset before the first step (SCCL's starting centroids);
+        nothing for most losses. :func:`augcse.losses.bind_dataset` calls it once the columns are bound."""
+
     def pop_metrics(self) -> dict[str, float]:
         """Training metrics gathered since the last call (logged beside the loss components)."""
         return {}

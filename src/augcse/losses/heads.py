@@ -44,11 +44,14 @@ class BNProjection(nn.Module):
 
 
 class VaSCLHead(nn.Module):
-    """VaSCL's contrastive head: Linear(d, d, no bias) → ReLU → Linear(d, 128, no bias)."""
+    """VaSCL's contrastive head: Linear(d, d, no bias) → ReLU → Linear(d, 128, no bias).
 
-    def __init__(self, dim: int, out_dim: int = 128) -> None:
+    SCCL's head is the same with biases (``bias=True``; amazon-science/sccl models/Transformers.py).
+    """
+
+    def __init__(self, dim: int, out_dim: int = 128, bias: bool = False) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(dim, dim, bias=False), nn.ReLU(), nn.Linear(dim, out_dim, bias=False))
+        self.net = nn.Sequential(nn.Linear(dim, dim, bias=bias), nn.ReLU(), nn.Linear(dim, out_dim, bias=bias))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
@@ -59,9 +62,10 @@ HEADS: dict[str, Callable[[int], nn.Module]] = {
     "mlp": SimCSEMLP,
     "bn": BNProjection,
     "vascl": VaSCLHead,
+    "sccl": lambda dim: VaSCLHead(dim, bias=True),
 }
 
 
 def build_head(name: str | None, dim: int) -> nn.Module:
-    """A head by registry name (``none``, ``mlp``, ``bn``, ``vascl``; the loss parameters' ``HeadName``)."""
+    """A head by registry name (``none``, ``mlp``, ``bn``, ``vascl``, ``sccl``; the loss parameters' ``HeadName``)."""
     return HEADS[name or "none"](dim)

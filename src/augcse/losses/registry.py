@@ -18,6 +18,7 @@ from augcse.losses.esimcse import ESimCSELoss
 from augcse.losses.mlm import MLMLoss
 from augcse.losses.peers import PEERS
 from augcse.losses.promptbert import PromptBERTLoss
+from augcse.losses.sccl import SCCLLoss
 from augcse.losses.sda import SDALoss
 from augcse.losses.simcse import SimCSELoss
 from augcse.losses.vascl import VaSCLLoss
@@ -35,5 +36,6 @@ TERMS: dict[str, Callable[..., RoleLoss]] = {
     "consert": ConSERTLoss,
     "diffcse": DiffCSELoss,
     "mlm": MLMLoss,
+    "sccl": SCCLLoss,  # clustering-aware: instance-wise contrast plus K trained centroids
     **PEERS,  # sentence-transformers' TSDAE and CT
 }
