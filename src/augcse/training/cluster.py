@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import random
+import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -240,16 +241,16 @@ def read_trace(run_dir: Path) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- after training
 
-def keep_start(run_dir: Path) -> None:
-    """Write the starting weights (saved at step 0) into ``final/``, replacing the trained ones."""
-    from sentence_transformers import SentenceTransformer
+def keep_start(run_dir: Path, recipe) -> None:
+    """Write the starting model (the recipe's backbone as it loads before training) into ``final/``, replacing
+    the trained weights."""
+    from augcse.training.build import build_model
 
-    from augcse.training.snapshots import load_snapshot
-
-    final = Path(run_dir) / "final"
-    model = SentenceTransformer(str(final), device="cpu")
-    model.load_state_dict(load_snapshot(run_dir, 0))
-    model.save(str(final))
+    final, start = Path(run_dir) / "final", Path(run_dir) / "final.start"
+    shutil.rmtree(start, ignore_errors=True)
+    build_model(recipe).save(str(start))
+    shutil.rmtree(final)
+    start.rename(final)
 
 
 def clusters_csv(texts: Sequence[str], q: np.ndarray) -> str:
@@ -300,7 +301,7 @@ def write_results(run_dir: Path, texts: Sequence[str], inputs: Inputs, recipe, s
     trace = read_trace(run_dir)
     reason, kept_start = outcome(trace, int(recipe.training.get("max_steps", -1)), summary["global_step"])
     if kept_start:
-        keep_start(run_dir)
+        keep_start(run_dir, recipe)
     loss = build_sccl(SentenceTransformer(str(run_dir / "final"), device="cpu"), recipe.loss.params)
     before = np.load(start_folder / "embeddings.npy", allow_pickle=False)
     q_before = soft_assign(loss, before)  # the recipe's centroids: K-means on the starting embeddings
