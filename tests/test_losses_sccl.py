@@ -374,3 +374,25 @@ def test_explicit_views_read_the_augmentation_columns_by_name(tiny_st):
     assert loss.sources()["positive_2"] == ["anchor"]
     with pytest.raises(ValueError, match="column 'negative' is not a role"):
         bind_dataset(loss, Dataset.from_dict({"anchor": ["a"], "positive": ["b"], "negative": ["c"]}))
+
+
+@pytest.mark.parametrize(("views", "columns"), [("dropout", ["anchor"]), ("explicit", ["anchor", "positive"]),
+                                                ("explicit", ["anchor", "positive", "positive_2"])])
+def test_gradient_caching_gives_the_whole_batch_gradient(tiny_st, views, columns):
+    """Mini-batches of 2 with cached gradients: the same components and gradients as the whole batch at once."""
+    tiny_st.double()
+    columns_text = {"anchor": TEXTS, "positive": TEXTS[::-1], "positive_2": TEXTS[1:] + TEXTS[:1]}
+    results = []
+    for mini_batch_size in (None, 2):
+        loss = _seeded(tiny_st, views=views, mini_batch_size=mini_batch_size)
+        loss.bind(columns)
+        tiny_st.zero_grad()
+        torch.manual_seed(1)
+        parts = loss([tiny_st.tokenize(columns_text[c]) for c in columns])
+        sum(parts.values()).backward()
+        grads = [p.grad.clone() for p in [*tiny_st.parameters(), loss.centroids] if p.grad is not None]
+        results.append(({k: v.item() for k, v in parts.items()}, grads))
+    (whole, whole_grads), (cached, cached_grads) = results
+    assert cached == pytest.approx(whole, rel=1e-10)
+    assert len(whole_grads) == len(cached_grads) > 1
+    assert all(torch.allclose(a, b, rtol=1e-8, atol=1e-12) for a, b in zip(whole_grads, cached_grads))
