@@ -4,7 +4,11 @@ with torch's ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``), and a damaged run record is 
 
 from __future__ import annotations
 
+import io
 import pickle
+import stat
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -92,27 +96,30 @@ COMMANDS = {
 CAPPED = """
 import contextlib, io, json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
+{prelude}
 from augcse.commands.main import main
 out = {{}}
 for name, argv in json.loads(open(sys.argv[1]).read()).items():
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
+    err, peak = io.StringIO(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main(argv)
-    out[name] = [code, err.getvalue().strip().splitlines()]
+    out[name] = [code, err.getvalue().strip().splitlines(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak]
 print(json.dumps(out))
 """
 
 
-def run_capped(commands: dict[str, list[str]], folder: Path, limit: int = 1 << 30, timeout: int = 120) -> dict:
-    """``{name: [exit code, stderr lines]}`` of ``main(argv)`` for each command, run in one child process whose
-    address space is capped at ``limit`` bytes: a regression fails here, it does not take the machine's memory."""
+def run_capped(commands: dict[str, list[str]], folder: Path, limit: int = 1 << 30, timeout: int = 120,
+               prelude: str = "") -> dict:
+    """``{name: [exit code, stderr lines, KiB the peak resident memory grew by]}`` of ``main(argv)`` for each
+    command, run in one child process (after ``prelude``) whose address space is capped at ``limit`` bytes: a
+    regression fails here, it does not take the machine's memory."""
     import json
     import subprocess
     import sys
 
     (folder / "commands.json").write_text(json.dumps(commands))
-    done = subprocess.run([sys.executable, "-c", CAPPED.format(limit=limit), str(folder / "commands.json")],
-                          capture_output=True, text=True, timeout=timeout, cwd=folder)
+    done = subprocess.run([sys.executable, "-c", CAPPED.format(limit=limit, prelude=prelude),
+                           str(folder / "commands.json")], capture_output=True, text=True, timeout=timeout, cwd=folder)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -140,7 +147,7 @@ def test_every_command_refuses_every_unbounded_document_in_one_line(tmp_path: Pa
     started = time.monotonic()
     results = run_capped(commands, tmp_path)
     assert time.monotonic() - started < 60
-    for name, (code, err) in results.items():
+    for name, (code, err, _) in results.items():
         said = DOCUMENTS[name.partition(" / ")[0]][2]
         assert code == 2 and len(err) == 1 and said in err[0] and "line " in err[0], (name, code, err)
 
@@ -240,7 +247,7 @@ def test_a_pickle_or_a_tag_in_a_checkpoint_is_one_line_on_resume_and_never_runs(
     results = run_capped(commands, tmp_path, limit=3 << 30)
     assert time.monotonic() - started < 60
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1 << 20  # KiB
-    for case, (code, err) in results.items():
+    for case, (code, err, _) in results.items():
         assert code == 2 and len(err) == 1 and said[case] in err[0], (case, code, err)
         assert "Traceback" not in err[0] and "weights_only` set to `False`" not in err[0], (case, err)
     assert not Path(Payload.marker).exists()
@@ -266,3 +273,87 @@ def test_a_pickle_as_a_models_weights_is_one_line_and_never_runs(command: str, h
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pytorch_model.bin" in err[0] and ("never runs" in err[0] or "not a plain" in err[0]), err
     assert not Path(Payload.marker).exists()
+
+
+def _zip_member(archive: zipfile.ZipFile, name: str, kind: str) -> None:
+    if kind == "symbolic link":
+        info = zipfile.ZipInfo(name)
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16  # as zip --symlinks writes it
+        archive.writestr(info, "/etc/passwd")
+    elif kind == "inflating":
+        with archive.open(name, "w") as member:
+            for _ in range(64):
+                member.write(bytes(1 << 20))
+    else:
+        archive.writestr(name, "x")
+
+
+def _tar_member(archive: tarfile.TarFile, name: str, kind: str) -> None:
+    info = tarfile.TarInfo(name)
+    if kind in ("symbolic link", "hard link"):
+        info.type, info.linkname = (tarfile.SYMTYPE if kind == "symbolic link" else tarfile.LNKTYPE), "/etc/passwd"
+        archive.addfile(info)
+        return
+    data = bytes(64 << 20) if kind == "inflating" else b"x"
+    info.size = len(data)
+    archive.addfile(info, io.BytesIO(data))
+
+
+# a zip and a tar source of downloads.yaml: the task that downloads only it, the folder inside whose files it installs
+ARCHIVES = {"zip": ("sts12", "STS12-original", "test-gold/"),
+            "tar": ("stsbenchmark", "STSBenchmark-original", "stsbenchmark/")}
+# what an archive member may be that is never installed, and the words the refusal says
+MEMBERS = {"inflating": "inflates past 1 MiB", "symbolic link": "is a symbolic link", "hard link": "is a hard link",
+           "named with ..": "named with .."}
+
+
+def test_a_link_or_an_inflating_member_of_a_download_is_one_line_with_memory_bounded(tmp_path: Path) -> None:
+    """Archive kinds × member kinds through ``augcse download --mirror file://…``, all in one child (address space
+    capped at 3 GiB: the task registry imports torch) with the member bound lowered to 1 MiB: a 64 MiB member is
+    refused as it is written, the peak resident memory grows by under 16 MiB, nothing is installed."""
+    from urllib.parse import urlsplit
+
+    from augcse.assets.download import sources
+
+    by_name = {source.name: source for source in sources()}
+    commands, said = {}, {}
+    for archive_kind, (name, task, folder) in ARCHIVES.items():
+        url = next(iter(by_name[name].downloads.values()))
+        for kind, words in MEMBERS.items():
+            if kind == "hard link" and archive_kind == "zip":
+                continue  # zip has no hard links
+            case = f"{archive_kind} / {kind}"
+            mirror = tmp_path / case.replace(" / ", "-").replace(" ", "-")
+            path = mirror / urlsplit(url).netloc / urlsplit(url).path.lstrip("/")
+            path.parent.mkdir(parents=True)
+            member = folder + ("../evil.txt" if kind == "named with .." else "STS.input.txt")
+            if archive_kind == "zip":
+                with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+                    _zip_member(archive, member, kind)
+            else:
+                with tarfile.open(path, "w:gz") as archive:
+                    _tar_member(archive, member, kind)
+            commands[case] = ["download", task, "--mirror", mirror.as_uri(), "--data-dir", str(mirror / "data"),
+                              "--retries", "0", "--accept-changed"]  # refused even so
+            said[case] = (words, mirror / "data")
+    results = run_capped(commands, tmp_path, limit=3 << 30,
+                         prelude="import augcse.assets.download as d; d.MAX_MEMBER_BYTES = 1 << 20\n"
+                                 "from augcse.commands.download import select_sources\n"
+                                 "select_sources(['STS12-original'])  # the task registry's memory, before the peak")
+    for case, (code, err, grew) in results.items():
+        words, data = said[case]
+        assert code == 1 and len(err) == 1 and words in err[0] and "nothing was installed" in err[0], (case, err)
+        assert grew < 16 << 10, (case, grew)  # KiB
+        assert not [p for p in data.rglob("*") if p.is_file() and ".downloads" not in p.parts], case
+
+
+def test_the_bound_on_a_whole_source_counts_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files each under the member bound whose sum passes the source bound are refused at the file that crosses."""
+    import augcse.assets.download as download
+
+    monkeypatch.setattr(download, "MAX_SOURCE_BYTES", 3 << 20)
+    budget = download._Budget()
+    for index in range(3):
+        budget.take(1 << 20, 1 << 20, f"f{index}")
+    with pytest.raises(download.Refused, match="unpack past 3 MiB at f3"):
+        budget.take(1, 1, "f3")

@@ -22,17 +22,20 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 from augcse.core import yamlfile
@@ -234,26 +237,76 @@ def fetch(url: str, dest: Path, log: Callable[[str], None] = print) -> Path:
     return dest
 
 
-def _read_input(spec: str, files: dict[str, Path]) -> dict[str, bytes]:
-    """``{relative name: bytes}`` for an input: a whole file, one archive member, or an archive folder."""
+# the most one file taken from a download (an archive member, a converted file) and all of one source's files
+# together may hold once unpacked; more is refused as it is written, so a member that inflates without bound never
+# fills the memory or the disk (module attributes: tests lower them)
+MAX_MEMBER_BYTES, MAX_SOURCE_BYTES = 1 << 30, 8 << 30
+
+
+class Refused(DownloadError):
+    """A download whose archive holds what is never installed (a link, a member too large): fetching it again
+    gives the same archive, so it is not retried."""
+
+
+class _Budget:
+    """Bytes written so far for one source, against :data:`MAX_SOURCE_BYTES`."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def take(self, added: int, file_size: int, name: str) -> None:
+        """Count ``added`` bytes more of the file ``name``, now ``file_size`` bytes; refuse past either bound."""
+        self.total += added
+        if file_size > MAX_MEMBER_BYTES:
+            raise Refused(f"{name} inflates past {_mib(MAX_MEMBER_BYTES)}, the most one file of a download may hold "
+                          "(no published file comes near it)")
+        if self.total > MAX_SOURCE_BYTES:
+            raise Refused(f"the files unpack past {_mib(MAX_SOURCE_BYTES)} at {name}, the most one source may hold "
+                          "(no published source comes near it)")
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):,.0f} MiB"
+
+
+def _link_kind(member: zipfile.ZipInfo | tarfile.TarInfo) -> str | None:
+    """"a symbolic link" or "a hard link" for an archive member that is one, else None (zip marks a link in the
+    file mode of its external attributes, as ``zip --symlinks`` writes it)."""
+    if isinstance(member, zipfile.ZipInfo):
+        return "a symbolic link" if stat.S_ISLNK(member.external_attr >> 16) else None
+    return "a symbolic link" if member.issym() else "a hard link" if member.islnk() else None
+
+
+@contextmanager
+def _input_streams(spec: str, files: dict[str, Path]) -> Iterator[Iterator[tuple[str, BinaryIO]]]:
+    """``(relative name, open binary stream)`` for each file of an input, opened one at a time: a whole file, one
+    archive member, or an archive folder; a link among the chosen members is refused, never installed as a file."""
     key, _, inner = spec.partition(":")
     path = files[key]
     if not inner:
-        return {"": path.read_bytes()}
+        with open(path, "rb") as handle:
+            yield iter([("", handle)])
+        return
     if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            names = {n: n for n in archive.namelist() if not n.endswith("/")}
-            chosen = _select(names, inner, spec)
-            return {rel: archive.read(name) for rel, name in chosen.items()}
-    with tarfile.open(path) as archive:
-        names = {m.name: m for m in archive.getmembers() if m.isfile()}
-        chosen = _select(names, inner, spec)
-        return {rel: archive.extractfile(member).read() for rel, member in chosen.items()}
+        archive: zipfile.ZipFile | tarfile.TarFile = zipfile.ZipFile(path)
+        members = {m.filename: m for m in archive.infolist() if not m.is_dir()}
+    else:
+        archive = tarfile.open(path)
+        members = {m.name: m for m in archive.getmembers() if m.isfile() or m.issym() or m.islnk()}
+    with archive:
+        chosen = _select(members, inner, spec)
+        for rel, member in chosen.items():
+            kind = _link_kind(member) or ("named with .." if ".." in rel.split("/") else None)
+            if kind:
+                raise Refused(f"{key}:{inner if rel == '' else inner + rel} is {kind}; augcse installs only an "
+                              "archive's plain files inside the folders it names")
+        opener = archive.open if isinstance(archive, zipfile.ZipFile) else archive.extractfile
+        yield ((rel, opener(member)) for rel, member in chosen.items())
 
 
 def _select(names: dict, inner: str, spec: str) -> dict:
     if inner.endswith("/"):
-        chosen = {n[len(inner):]: v for n, v in names.items() if n.startswith(inner) and ".." not in n}
+        chosen = {n[len(inner):]: v for n, v in names.items() if n.startswith(inner)}
     else:
         chosen = {"": names[inner]} if inner in names else {}
     if not chosen:
@@ -261,24 +314,50 @@ def _select(names: dict, inner: str, spec: str) -> dict:
     return chosen
 
 
-def _stage(source: Source, files: dict[str, Path], staging: Path) -> list[str]:
-    """Write every member of ``source`` under ``staging``; returns the data-directory paths written."""
-    written = []
+def _stage(source: Source, files: dict[str, Path], staging: Path) -> dict[str, str]:
+    """Write every member of ``source`` under ``staging``; returns ``{data-directory path: sha256}`` of what it
+    wrote. Copies stream in chunks; a converter's inputs are read whole, each under :data:`MAX_MEMBER_BYTES`."""
+    budget, written = _Budget(), {}
     for member in source.members:
-        if member.target.endswith("/"):
-            for rel, data in _read_input(member.inputs[0], files).items():
-                written.append(_write(staging, member.target + rel, data))
+        if member.target.endswith("/") or member.convert == "copy":
+            with _input_streams(member.inputs[0], files) as streams:
+                for rel, stream in streams:
+                    with stream:
+                        written[member.target + rel] = _write(staging, member.target + rel, stream, budget)
         else:
-            inputs = [_read_input(spec, files)[""] for spec in member.inputs]
-            written.append(_write(staging, member.target, CONVERTERS[member.convert](inputs, member.option)))
+            inputs = []
+            for spec in member.inputs:
+                with _input_streams(spec, files) as streams:
+                    for _, stream in streams:
+                        with stream:
+                            inputs.append(_read_capped(stream, spec, budget))
+            data = CONVERTERS[member.convert](inputs, member.option)
+            written[member.target] = _write(staging, member.target, io.BytesIO(data), budget)
     return written
 
 
-def _write(staging: Path, relpath: str, data: bytes) -> str:
+def _read_capped(stream: BinaryIO, name: str, budget: _Budget) -> bytes:
+    """A converter's input, read in chunks and refused once past :data:`MAX_MEMBER_BYTES` (it is not counted
+    against the source's total: only what is written is)."""
+    data = bytearray()
+    for block in iter(lambda: stream.read(CHUNK), b""):
+        data += block
+        budget.take(0, len(data), name)
+    return bytes(data)
+
+
+def _write(staging: Path, relpath: str, stream: BinaryIO, budget: _Budget) -> str:
+    """Copy ``stream`` to ``staging/relpath`` in chunks, within the budget, hashing as it goes; its sha256."""
     out = staging / relpath
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(data)
-    return relpath
+    digest, size = hashlib.sha256(), 0
+    with open(out, "wb") as handle:
+        for block in iter(lambda: stream.read(CHUNK), b""):
+            size += len(block)
+            budget.take(len(block), size, relpath)
+            digest.update(block)
+            handle.write(block)
+    return digest.hexdigest()
 
 
 def sha256_file(path: Path) -> str:
@@ -289,10 +368,10 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _verify(staging: Path, written: list[str]) -> tuple[list[str], int]:
+def _verify(written: dict[str, str]) -> tuple[list[str], int]:
     """Paths whose sha256 differs from the recorded one, and how many had no recorded checksum."""
     recorded = checksums()
-    bad = [p for p in written if p in recorded and sha256_file(staging / p) != recorded[p]]
+    bad = [p for p, digest in written.items() if p in recorded and digest != recorded[p]]
     return bad, sum(p not in recorded for p in written)
 
 
@@ -322,8 +401,10 @@ def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None 
             staging = Path(tmp)
             try:
                 written = _stage(source, files, staging)
-                bad, unverified = _verify(staging, written)
+                bad, unverified = _verify(written)
                 differ, bad = [p for p in bad if p in source.may_differ], [p for p in bad if p not in source.may_differ]
+            except Refused as exc:
+                raise Refused(f"{source.name}: {exc}; nothing was installed") from None
             except (zipfile.BadZipFile, tarfile.TarError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
                 written, bad, differ, unverified = [], [f"(unreadable download: {exc})"], [], 0
             if not bad:
@@ -339,7 +420,7 @@ def install(source: Source, data_dir: Path, cache_dir: Path, mirror: str | None 
                     os.replace(staging / relpath, final)
                 log(f"  installed {len(written)} files ({len(written) - unverified} checked against recorded "
                     f"sha256, {unverified} without a recorded checksum)")
-                return written
+                return list(written)
         for path in files.values():  # discard what failed, and fetch it again
             path.unlink(missing_ok=True)
         log(f"  checksum mismatch in {', '.join(bad[:3])}" + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else "")
