@@ -77,27 +77,27 @@ def _seeded(tiny_st, seed: int = 0, **params) -> SCCLLoss:
     return loss
 
 
+# (views, the explicit columns present, parameters, the authors' weights on the two terms)
 PARITY = [
-    ("dropout", {}, (10.0, 0.5)),  # the authors' virtual run script: --eta 10, 0.5 × cluster
-    ("explicit", {}, (10.0, 1.0)),  # the explicit run script: --eta 10, 1 × cluster
-    ("dropout", {"alpha": 2.5, "eta": 3.0, "contrastive_weight": 1.0, "temperature": 0.2}, (1.0, 3.0)),
-    ("explicit", {"alpha": 0.5, "eta": 0.0}, (10.0, 0.0)),
+    ("dropout", None, {}, (10.0, 0.5)),  # the authors' virtual run script: --eta 10, 0.5 × cluster
+    ("explicit", 2, {}, (10.0, 1.0)),  # the explicit run script: --eta 10, 1 × cluster
+    ("explicit", 1, {}, (10.0, 1.0)),  # one augmentation column: the original is the second view
+    ("dropout", None, {"alpha": 2.5, "eta": 3.0, "contrastive_weight": 1.0, "temperature": 0.2}, (1.0, 3.0)),
+    ("explicit", 2, {"alpha": 0.5, "eta": 0.0}, (10.0, 0.0)),
+    ("explicit", 1, {"alpha": 4.0, "eta": 2.0, "contrastive_weight": 0.5}, (0.5, 2.0)),
 ]
 
 
-@pytest.mark.parametrize(("views", "params", "weights"), PARITY)
-@pytest.mark.parametrize("second_augmentation", [True, False])
-def test_value_and_gradients_equal_the_authors_equations(tiny_st, views, params, weights, second_augmentation):
-    if views == "dropout" and not second_augmentation:
-        pytest.skip("the dropout views read no augmentation column")
+@pytest.mark.parametrize(("views", "augmentations", "params", "weights"), PARITY)
+def test_value_and_gradients_equal_the_authors_equations(tiny_st, views, augmentations, params, weights):
     loss = _seeded(tiny_st, views=views, **params)
     torch.manual_seed(1)
     e = [(torch.randn(ROWS, DIM, dtype=torch.float64) * 2).requires_grad_() for _ in range(3)]
     if views == "dropout":  # two dropout passes of the anchor; the first is clustered
         pooled, clustered, first, second = {"anchor": e[0], "positive": e[1]}, e[0], e[0], e[1]
-    elif second_augmentation:  # the original is clustered, the two augmentations are contrasted
+    elif augmentations == 2:  # the original is clustered, the two augmentations are contrasted
         pooled, clustered, first, second = {"anchor": e[0], "positive": e[1], "positive_2": e[2]}, e[0], e[1], e[2]
-    else:  # no second augmentation: the original is the second view
+    else:  # no second augmentation: the original is the second view (the role's fallback)
         pooled, clustered, first, second = {"anchor": e[0], "positive": e[1], "positive_2": e[0]}, e[0], e[1], e[0]
 
     parts = loss.compute_loss(pooled)

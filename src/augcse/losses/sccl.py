@@ -11,6 +11,10 @@ paper in three places stated where they act: the instance-wise term carries the 
 ``--eta`` (10) and the clustering term 0.5 (virtual) or 1 (explicit); the clustering term reads the encoder's
 pooled embedding of the *original* text (the first dropout pass in virtual mode), never the head's output;
 in explicit mode the two augmentations are contrasted with each other and the original is only clustered.
+
+The clustering term reads the sentence embedding as the model computes it. The authors' is BERT's mean pooling,
+unnormalised; a model that ends in a ``Normalize`` module (all-MiniLM-L6-v2 as published) gives unit vectors, so
+every squared distance to a centroid lies near [0, 4] and q starts flatter than theirs (p still sharpens it).
 """
 
 from __future__ import annotations
@@ -217,8 +221,9 @@ class SCCLLoss(ContrastiveLoss):
                      features: Mapping[str, Any] | None = None) -> dict[str, Tensor]:
         """From the encoder's pooled embeddings by role: the head runs here, the clustering term reads the anchor."""
         if self.centroids_source is None:
-            raise ValueError("SCCLLoss has no starting centroids: give centroids (a .npy of K-means centroids), "
-                             "build it with SCCLLoss.from_texts, or train it through bind_dataset")
+            raise ValueError("SCCLLoss has no starting centroids: give centroids (a .npy of K-means centroids) or "
+                             "build it with SCCLLoss.from_texts (a recipe's run computes them before training, "
+                             "except for a composite's term)")
         pair = ("anchor", "positive") if self.views == "dropout" else ("positive", "positive_2")
         z1, z2 = self.apply_head([pooled[pair[0]], pooled[pair[1]]])
         contrastive = nt_xent(z1, z2, self.temperature, self.gather_across_devices)
