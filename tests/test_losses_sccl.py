@@ -396,3 +396,34 @@ def test_gradient_caching_gives_the_whole_batch_gradient(tiny_st, views, columns
     assert cached == pytest.approx(whole, rel=1e-10)
     assert len(whole_grads) == len(cached_grads) > 1
     assert all(torch.allclose(a, b, rtol=1e-8, atol=1e-12) for a, b in zip(whole_grads, cached_grads))
+
+
+NEIGHBOUR_VIEW = {"name": "cards", "switch_case": False, "k": 2, "negative_column": "positive", "min_words": 1}
+
+
+def test_neighbour_positives_as_in_clnn(tiny_st, tmp_path):
+    """The cards view writes each anchor's positive as one of its top-2 neighbours under the starting model, never
+    itself; SCCL's explicit views contrast it with the anchor and cluster the anchor."""
+    from datasets import Dataset
+
+    from augcse.text.retrieval import mean_pooled
+    from augcse.text.views import ViewContext, build_views, produced_columns
+
+    produced = produced_columns([NEIGHBOUR_VIEW])
+    assert list(produced) == ["anchor", "positive"]
+    validate_loss("sccl", {"views": "explicit", "clusters": 2}, produced)
+    vectors = mean_pooled(tiny_st, TEXTS)
+    similarity = vectors @ vectors.T
+    np.fill_diagonal(similarity, -np.inf)
+    top = {TEXTS[i]: {TEXTS[j] for j in np.argsort(-similarity[i])[:2]} for i in range(len(TEXTS))}
+    train = build_views(Dataset.from_dict({"text": TEXTS}), [NEIGHBOUR_VIEW],
+                        ViewContext(model=tiny_st, seed=3, cache_dir=tmp_path))
+    rows = train[:]
+    assert rows["anchor"] == TEXTS
+    assert all(p in top[a] and p != a for a, p in zip(rows["anchor"], rows["positive"]))
+
+    loss = SCCLLoss.from_texts(tiny_st, TEXTS, clusters=2, views="explicit")
+    bind_dataset(loss, train)
+    assert loss.sources() == {"anchor": ["anchor"], "positive": ["positive"], "positive_2": ["anchor"]}
+    parts = loss([tiny_st.tokenize(rows["anchor"]), tiny_st.tokenize(rows["positive"])])
+    assert set(parts) == {"contrastive", "cluster"} and all(torch.isfinite(v) and v > 0 for v in parts.values())

@@ -118,6 +118,8 @@ class SCCLLoss(ContrastiveLoss):
         - Zhang, Nan, Wei, Li, Zhu, McKeown, Nallapati, Arnold, Xiang. Supporting Clustering with Contrastive
           Learning. NAACL 2021 (code: github.com/amazon-science/sccl).
         - Xie, Girshick, Farhadi. Unsupervised Deep Embedding for Clustering Analysis. ICML 2016 (q and p).
+        - Zhang, Zhang, Zhan, Wu, Lam. New Intent Discovery with Pre-training and Contrastive Learning. ACL 2022
+          (CLNN: a text's positive is one of its top-k neighbours under the starting embeddings).
 
     Inputs:
         +------------------------------------+----------+--------+
@@ -131,6 +133,10 @@ class SCCLLoss(ContrastiveLoss):
     Relations:
         - The instance term is NT-Xent (:func:`~augcse.losses.infonce.nt_xent`), as VaSCL's.
         - The clustering term is DEC's self-training KL; the centroids are a parameter trained with the encoder.
+        - Neighbour positives (CLNN): ``views: explicit`` after the ``cards`` view writing ``positive`` as one of
+          the anchor's top-k neighbours under the starting model, drawn afresh each epoch
+          (``{name: cards, switch_case: false, k: 10, negative_column: positive}``); the neighbour is then
+          contrasted with the anchor, which is clustered.
 
     Example:
         ::
