@@ -4,17 +4,32 @@ transformers 5 calls ``Trainer._save`` on every process and lets each return the
 ``SentenceTransformerTrainer._save`` still assumes only the writer calls it, so under torchrun every process
 wrote the same checkpoint files at once (and the first process could read a half-written one as the best
 model). The check restored here is the trainer's own ``args.should_save``. It also builds the schedules of
-:mod:`augcse.training.schedules`, which the trainer's ``get_scheduler`` does not know.
+:mod:`augcse.training.schedules`, which the trainer's ``get_scheduler`` does not know, and draws plain random
+batches through :class:`augcse.training.sampler.StreamedRandomSampler` (the same order, no list of every row).
 """
 
 from __future__ import annotations
 
+from datasets import IterableDataset
 from sentence_transformers import SentenceTransformerTrainer
+from sentence_transformers.base.sampler import DefaultBatchSampler
+from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+
+from augcse.training.sampler import StreamedRandomSampler
 
 
 class Trainer(SentenceTransformerTrainer):
     """``SentenceTransformerTrainer`` whose ``_save`` writes from the process that ``args.should_save`` names, and
-    whose scheduler may be one of augcse's (``args.augcse_schedule``: its name and arguments)."""
+    whose scheduler may be one of augcse's (``args.augcse_schedule``: its name and arguments) and whose plain random
+    batches hold 8 bytes a row, not a list of all row numbers."""
+
+    def get_batch_sampler(self, dataset, batch_size: int, drop_last: bool, valid_label_columns=None,
+                          generator=None, seed: int = 0):
+        if self.args.batch_sampler != BatchSamplers.BATCH_SAMPLER or isinstance(dataset, IterableDataset):
+            return super().get_batch_sampler(dataset, batch_size, drop_last, valid_label_columns, generator, seed)
+        return DefaultBatchSampler(StreamedRandomSampler(dataset, generator=generator), batch_size=batch_size,
+                                   drop_last=drop_last, valid_label_columns=valid_label_columns,
+                                   generator=generator, seed=seed)
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         schedule = getattr(self.args, "augcse_schedule", None)
