@@ -91,3 +91,49 @@ def test_a_latin1_csv_and_an_empty_file_are_told_what_they_are(tmp_path):
     empty.write_text("")
     with pytest.raises(ValueError, match=r"\(read 0 lines, kept 0, skipped: none\); the file is empty$"):
         read_corpus(empty)
+
+
+SENTENCES = ["the first sentence here", "caf\u00e9 and \u65e5\u672c in the second", "a third one", "and the fourth"]
+LINE_ENDS = {"LF": "\n", "CRLF": "\r\n", "CR": "\r"}
+WRITERS = {  # a corpus of SENTENCES in each format that has line ends, and the column that holds them
+    "txt": lambda path, end: path.write_bytes(end.join(SENTENCES + [""]).encode()),
+    "txt.gz": lambda path, end: path.write_bytes(gzip.compress(end.join(SENTENCES + [""]).encode())),
+    "jsonl": lambda path, end: path.write_bytes(end.join([json.dumps({"text": s}) for s in SENTENCES] + [""]).encode()),
+}
+
+
+@pytest.mark.parametrize("block", [8, 1 << 20])  # 8: every line longer than a block
+@pytest.mark.parametrize("end", sorted(LINE_ENDS))
+@pytest.mark.parametrize("kind", sorted(WRITERS))
+def test_lf_crlf_and_old_mac_cr_line_ends_give_the_same_lines(tmp_path, monkeypatch, kind, end, block):
+    """A file of CR line ends (a CR and no LF in its head) is split at CR, not read as one line too long."""
+    import augcse.text.corpus as corpus
+
+    monkeypatch.setattr(corpus, "BLOCK_BYTES", block)
+    path = tmp_path / f"corpus.{kind}"
+    WRITERS[kind](path, LINE_ENDS[end])
+    got, stats = read_corpus(path, max_chars=30)
+    assert got == SENTENCES and stats.read == 4 and not stats.skipped
+
+
+def test_a_cr_inside_an_lf_file_stays_inside_its_line(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(b"one line\rwith a CR inside\nthe next line\n")
+    assert read_corpus(path)[0] == ["one line\rwith a CR inside", "the next line"]
+
+
+@pytest.mark.parametrize("value, kind", [(3, "a number"), (2.5, "a number"), (True, "a boolean"),
+                                         (["a", "list"], "a list"), ({"an": "object"}, "an object")])
+def test_a_jsonl_value_that_is_not_text_is_named_by_line_and_key(tmp_path, caplog, value, kind):
+    path = tmp_path / "corpus.jsonl"
+    rows = [{"body": value}, {"body": value}, {"other": "x"}]
+    path.write_text("\n".join(["", *map(json.dumps, rows)]) + "\n")
+    with pytest.raises(ValueError) as info:
+        read_corpus(path, column="body")
+    assert str(info.value) == (f"corpus {path} has no usable sentence (read 4 lines, kept 0, skipped: empty 1, "
+                               f"missing 1, not_text 2); the value at line 2 of key 'body' is {kind}, not text")
+
+    path.write_text("\n".join(map(json.dumps, [{"body": "a real sentence"}, {"body": value}])) + "\n")
+    got, stats = read_corpus(path, column="body")
+    assert got == ["a real sentence"] and dict(stats.skipped) == {"not_text": 1}
+    assert f"the value at line 2 of key 'body' is {kind}, not text" in caplog.text

@@ -3,6 +3,10 @@
 Bad lines never stop a run: empty, whitespace-only, undecodable, malformed, too short and too long
 lines are skipped and counted by reason; the counts are returned, and logged as a warning whenever a
 line was skipped for any reason but the recipe's ``limit``.
+
+Lines end at LF (a CRLF's CR is dropped), except in a text or JSON-lines file whose first :data:`HEAD_BYTES` hold a
+CR and no LF: such a file has old Mac line ends, and its lines end at CR. A JSON-lines value that is not a string
+is skipped as ``not_text``, and the first one is named by line and key (:attr:`CorpusStats.where`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 BATCH_LINES = 2_000  # lines of a JSON lines or CSV corpus cleaned at a time; rows a shuffle gathers at a time
 BLOCK_BYTES = 1 << 20  # bytes of a text corpus read, split and cleaned at a time (1 MiB: 13,000 lines of 80 bytes)
+HEAD_BYTES = 1 << 20  # bytes looked at for the file's line end: CR and no LF in them, the lines end at CR
+JSON_TYPES = {bool: "boolean", int: "number", float: "number", list: "list", dict: "object"}  # what a value is
 SCHEMA = pa.schema([("text", pa.string())])
 # what Python's str.split() and str.strip() take for whitespace (Arrow's utf8_*_whitespace agree on every code point)
 WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -50,6 +56,7 @@ class CorpusStats:
     read: int = 0
     kept: int = 0
     skipped: Counter = field(default_factory=Counter)
+    where: dict[str, str] = field(default_factory=dict)  # a skip reason's first line, in words, where it helps
 
     def summary(self) -> str:
         reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(self.skipped.items())) or "none"
@@ -63,9 +70,29 @@ def _open_bytes(path: Path) -> io.BufferedIOBase:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
+def _line_end(path: Path) -> bytes:
+    """``b"\\r"`` for a file with old Mac line ends (a CR, no LF in its first :data:`HEAD_BYTES`), else ``b"\\n"``."""
+    with _open_bytes(path) as handle:
+        head = handle.read(HEAD_BYTES)
+    return b"\r" if b"\r" in head and b"\n" not in head else b"\n"
+
+
+def _raw_lines(handle: io.BufferedIOBase, end: bytes) -> Iterator[bytes]:
+    """The lines of ``handle`` as bytes, split at ``end`` (LF: the file's own iteration)."""
+    if end == b"\n":
+        yield from handle
+        return
+    rest = b""
+    while chunk := handle.read(BLOCK_BYTES):
+        *lines, rest = (rest + chunk).split(end)
+        yield from lines
+    if rest:
+        yield rest
+
+
 def _text_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | None]:
     with _open_bytes(path) as handle:
-        for raw in handle:
+        for raw in _raw_lines(handle, _line_end(path)):
             try:
                 yield raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError:
@@ -77,40 +104,42 @@ def _text_blocks(path: Path, stats: CorpusStats, column: str) -> Iterator[pa.Arr
     """The lines of a text file as Arrow strings, :data:`BLOCK_BYTES` at a time, split and decoded by Arrow.
 
     A line that is not UTF-8 is counted as undecodable and left out, as the line-by-line reader did; the
-    trailing ``\\r`` of a CRLF file is dropped.
+    trailing ``\\r`` of a CRLF file is dropped. Lines end at :func:`_line_end`'s byte.
     """
+    line_end = _line_end(path)
     with _open_bytes(path) as handle:
         rest = b""
         while chunk := handle.read(BLOCK_BYTES):
             block = rest + chunk if rest else chunk
             del chunk
-            end = block.rfind(b"\n")
+            end = block.rfind(line_end)
             if end < 0:
                 rest = block  # one line longer than a block: read on
                 continue
             rest = block[end + 1:]
-            yield _decoded_lines(memoryview(block)[:end], stats)
+            yield _decoded_lines(memoryview(block)[:end], stats, line_end)
         if rest:
-            yield _decoded_lines(memoryview(rest), stats)
+            yield _decoded_lines(memoryview(rest), stats, line_end)
 
 
-def _decoded_lines(block: memoryview, stats: CorpusStats) -> pa.Array:
-    """``block``'s lines (split at ``\\n``, no final newline) as Arrow strings; those not UTF-8 counted and dropped."""
+def _decoded_lines(block: memoryview, stats: CorpusStats, line_end: bytes = b"\n") -> pa.Array:
+    """``block``'s lines (split at ``line_end``, none after the last) as Arrow strings; those not UTF-8 counted
+    and dropped."""
     whole = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(
         np.array([0, len(block)], dtype=np.int64)), pa.py_buffer(block)])  # no copy of the block
-    lines = pc.split_pattern(whole, b"\n").flatten()
+    lines = pc.split_pattern(whole, line_end).flatten()
     try:
         text = lines.cast(pa.large_string())  # checks that every line is UTF-8
     except pa.ArrowInvalid:
-        bad = _undecodable_lines(block, len(lines))
+        bad = _undecodable_lines(block, len(lines), line_end)
         stats.read += int(bad.sum())
         stats.skipped["undecodable"] += int(bad.sum())
         text = lines.filter(pa.array(~bad)).cast(pa.large_string())
-    return pc.utf8_rtrim(text, characters="\r") if b"\r" in block.obj else text  # CRLF files
+    return pc.utf8_rtrim(text, characters="\r") if b"\r" in block.obj and line_end == b"\n" else text  # CRLF
 
 
-def _undecodable_lines(block: memoryview, lines: int) -> np.ndarray:
-    """A mask of the ``lines`` lines of ``block`` that are not UTF-8.
+def _undecodable_lines(block: memoryview, lines: int, line_end: bytes = b"\n") -> np.ndarray:
+    """A mask of the ``lines`` lines (ending at ``line_end``) of ``block`` that are not UTF-8.
 
     The decoder stops at the first bad byte, so the block is decoded once in all: from each bad line on to the
     next.
@@ -123,9 +152,9 @@ def _undecodable_lines(block: memoryview, lines: int) -> np.ndarray:
             break
         except UnicodeDecodeError as error:
             where = at + error.start
-        line += data.count(b"\n", at, where)
+        line += data.count(line_end, at, where)
         bad[line] = True
-        following = data.find(b"\n", where)
+        following = data.find(line_end, where)
         at, line = (len(data), line) if following < 0 else (following + 1, line + 1)
     return bad
 
@@ -137,7 +166,8 @@ def _blocks(values: Iterator[str | None]) -> Iterator[pa.Array]:
 
 
 def _jsonl_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | None]:
-    for line in _text_lines(path, stats, column):
+    """Each row's value of ``column`` (None: missing); a value that is not a string is counted as ``not_text``."""
+    for number, line in enumerate(_text_lines(path, stats, column), start=1):
         if not line.strip():
             yield line
             continue
@@ -147,7 +177,17 @@ def _jsonl_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | 
             stats.read += 1
             stats.skipped["malformed"] += 1
             continue
-        yield value if isinstance(value, str) else None
+        if value is None or isinstance(value, str):
+            yield value
+            continue
+        stats.read += 1
+        stats.skipped["not_text"] += 1
+        stats.where.setdefault("not_text", f"the value at line {number} of key {column!r} is "
+                                           f"{_a(JSON_TYPES.get(type(value), type(value).__name__))}, not text")
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 def _csv_lines(path: Path, stats: CorpusStats, column: str) -> Iterator[str | None]:
@@ -318,9 +358,9 @@ def load_corpus(
 
     Memory stays bounded whatever the corpus size: kept lines go to an Arrow file block by block
     (:data:`BLOCK_BYTES` of text or :data:`BATCH_LINES` rows at a time, in a new folder of :func:`_scratch_folder`),
-    ``dedupe`` remembers 18 bytes per distinct line (:mod:`augcse.text.dedupe`), and ``shuffle`` permutes 8 bytes per kept line. The shuffle
-    is ``random.Random(seed).shuffle`` over all kept lines before ``limit``: the same selection and order as
-    shuffling the list of sentences (the permutation depends only on their number).
+    ``dedupe`` remembers 18 bytes per distinct line (:mod:`augcse.text.dedupe`), and ``shuffle`` permutes 4 bytes
+    per kept line. The shuffle is ``random.Random(seed).shuffle`` over all kept lines before ``limit``: the same
+    selection and order as shuffling the list of sentences (the permutation depends only on their number).
     """
     path = Path(path)
     if not path.is_file():
@@ -345,7 +385,8 @@ def load_corpus(
         kept = folder / "shuffled.arrow"
     dataset = Dataset.from_file(str(kept))
     bad = sum(count for reason, count in stats.skipped.items() if reason != "over_limit")
-    logger.log(logging.WARNING if bad else logging.INFO, "corpus %s: %s", path.name, stats.summary())
+    notes = "".join(f"; {note}" for note in stats.where.values())
+    logger.log(logging.WARNING if bad else logging.INFO, "corpus %s: %s%s", path.name, stats.summary(), notes)
     return dataset, stats
 
 
@@ -353,21 +394,21 @@ def _shuffled(source: Path, seed: int, keep: int, out: Path) -> None:
     """The first ``keep`` rows of ``random.Random(seed).shuffle`` over the rows of the Arrow stream ``source``,
     written to ``out``; ``source`` is then removed.
 
-    The permutation is shuffled as a typed array of row numbers (8 bytes a row, indexed as fast as a list): the
-    swaps depend on the length alone, so the rows come out as the sentences would in a shuffled list. Rows are
-    gathered :data:`BATCH_LINES` at a time as byte ranges of the memory-mapped file, read through its own offset
-    buffers (``Dataset.select`` would turn the permutation into a Python list; Arrow's ``take`` on the chunked
-    table first concatenates its chunks, the whole text in memory).
+    The permutation is shuffled as a typed array of row numbers (4 bytes a row below 2³¹ rows, indexed as fast as
+    a list): the swaps depend on the length alone, so the rows come out as the sentences would in a shuffled list.
+    Rows are gathered :data:`BATCH_LINES` at a time as byte ranges of the memory-mapped file, read through its own
+    offset buffers (``Dataset.select`` would turn the permutation into a Python list; Arrow's ``take`` on the
+    chunked table first concatenates its chunks, the whole text in memory).
     """
     with pa.memory_map(str(source)) as mapped:
         spans = _RowSpans(mapped)
-        order = array("q", range(spans.rows))
+        order = array("i" if spans.rows < 2**31 else "q", range(spans.rows))  # 4 bytes a row where they fit
         random.Random(seed).shuffle(order)
-        picked_rows = np.frombuffer(order, dtype=np.int64)[:keep]
+        picked_rows = np.frombuffer(order, dtype=f"i{order.itemsize}")[:keep]
         with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_stream(sink, SCHEMA) as writer:
             for start in range(0, keep, BATCH_LINES):
-                writer.write_batch(pa.record_batch([spans.gather(picked_rows[start:start + BATCH_LINES])],
-                                                   schema=SCHEMA))
+                rows = picked_rows[start:start + BATCH_LINES].astype(np.int64)
+                writer.write_batch(pa.record_batch([spans.gather(rows)], schema=SCHEMA))
         del spans, picked_rows
     source.unlink()
 
@@ -431,4 +472,6 @@ def _why_empty(stats: CorpusStats, column: str, path: str | Path) -> str:
         return f"; {why_not_utf8(path)}"
     if stats.skipped["missing"] == stats.read:
         return f"; no row has a text under {column!r}: set data.column"
+    if "not_text" in stats.where:  # the values are under the column, but not strings
+        return f"; {stats.where['not_text']}"
     return ""
