@@ -58,3 +58,28 @@ def test_hungarian_accuracy(labels, predicted, accuracy):
 def test_an_unknown_pipeline_is_named():
     with pytest.raises(ValueError, match="unknown pipeline 'hdbscan'; choose from kmeans, umap\\+kmeans, bertopic"):
         run_pipelines(np.zeros((4, 2)), 2, ["hdbscan"])
+
+
+def test_the_peers_are_described_beside_the_commands_clusters(blobs):
+    """``augcse cluster --peers``: every pipeline on both models, agreeing fully with clusters that are the groups."""
+    from augcse.training.cluster import compare_peers
+
+    embeddings, labels = blobs
+    rows = compare_peers(embeddings, embeddings + 1, labels - 7, 3)
+    assert [(r["model"], r["pipeline"]) for r in rows] == [(m, p) for m in ("starting", "kept") for p in PIPELINES]
+    assert all(r["nmi_with_ours"] == pytest.approx(1.0) and r["clusters"] == 3 for r in rows)
+    assert all(r["largest_share"] == pytest.approx(1 / 3) for r in rows)
+
+
+def test_peers_without_their_packages_is_one_line(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    from augcse.commands.main import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "hdbscan" else real(name, *a))
+    (tmp_path / "t.txt").write_text("".join(f"text {i}\n" for i in range(100)))
+    monkeypatch.chdir(tmp_path)
+    assert main(["cluster", "t.txt", "--clusters", "3", "--peers"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--peers needs the hdbscan package(s): pip install 'augcse[cluster]'" in err[0]

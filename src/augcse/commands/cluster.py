@@ -42,6 +42,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("overrides", nargs="*", help="recipe overrides key=value, e.g. name=tickets seed=1")
     parser.add_argument("--clusters", type=int, required=True, help="K, the number of clusters (at least 2)")
     parser.add_argument("--column", default="text", help="the text column (CSV/TSV/Parquet) or key (JSON-lines)")
+    parser.add_argument("--peers", action="store_true", help="also cluster with K-means, UMAP + K-means and "
+                                                             "BERTopic's UMAP + HDBSCAN, described in the report "
+                                                             "(needs the cluster extra: pip install 'augcse[cluster]')")
     parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA)")
     parser.add_argument("--resume", action="store_true", help="continue an unfinished run (or redo the outputs of "
                                                               "a finished one)")
@@ -66,6 +69,16 @@ def check_override(text: str) -> None:
     for reserved, instead in SET_BY_COMMAND.items():
         if key == reserved or reserved.startswith(key + "."):
             raise ValueError(f"override {text}: augcse cluster sets {reserved} itself ({instead})")
+
+
+def check_peer_packages() -> None:
+    """``--peers`` needs umap-learn and hdbscan: refused in one line when either is missing."""
+    import importlib.util
+
+    missing = [name for name in ("umap", "hdbscan") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ValueError(f"--peers needs the {' and '.join(missing)} package(s): pip install 'augcse[cluster]', or "
+                         "drop --peers")
 
 
 def read_cluster_texts(path: str, column: str) -> tuple[Path, list[str], int]:
@@ -115,6 +128,8 @@ def _run_cli(args: argparse.Namespace) -> int:
         check_override(text)
     if args.data_dir:
         expect_folder(args.data_dir, "--data-dir")
+    if args.peers:
+        check_peer_packages()
     file, texts, empty = read_cluster_texts(args.texts, args.column)
     base = [f"name=cluster-{file.stem}", f"loss.params.clusters={args.clusters}"]
     probe = load_recipe(None, "cluster", [*base, *args.overrides], check_output=True)
@@ -175,7 +190,7 @@ def _work(args: argparse.Namespace, recipe, overrides: list[str], texts: list[st
             return 130
         print("training done; assigning every text with the kept model", flush=True)
     inputs = Inputs(str(file.resolve()), file_sha256(file), args.column, len(texts), empty, args.clusters)
-    record = write_results(recipe.run_dir, texts, inputs, recipe, start)
+    record = write_results(recipe.run_dir, texts, inputs, recipe, start, peers=args.peers)
     md, _ = write_report(record, texts, recipe.run_dir)
     print(f"\n{record['verdict']}\nclusters: {recipe.run_dir / 'clusters.csv'}; report: {md}; model: "
           f"{recipe.run_dir / 'final'}", flush=True)

@@ -291,9 +291,28 @@ def outcome(trace: dict[str, Any], max_steps: int, final_step: int) -> tuple[str
     return f"step cap: {final_step} of at most {max_steps} steps, the rule did not stop earlier", False
 
 
-def write_results(run_dir: Path, texts: Sequence[str], inputs: Inputs, recipe, start_folder: Path) -> dict[str, Any]:
-    """Assign every text with the kept model, write ``clusters.csv`` and ``cluster.json``; the record (with the
-    embeddings before and after for the report)."""
+def compare_peers(before: np.ndarray, after: np.ndarray, ours: np.ndarray, clusters: int) -> list[dict[str, Any]]:
+    """Each peer pipeline (:mod:`augcse.evaluation.topic_pipelines`) on the starting and the kept embeddings: the
+    clusters it finds, its largest cluster's share, and its agreement (NMI, mean over seeds) with the command's
+    clusters. Descriptive only: without labels none of these says which clustering is right."""
+    from sklearn.metrics import normalized_mutual_info_score
+
+    from augcse.evaluation.topic_pipelines import run_pipelines
+
+    rows = []
+    for model, embeddings in (("starting", before), ("kept", after)):
+        for name, runs in run_pipelines(embeddings, clusters).items():
+            rows.append({"model": model, "pipeline": name,
+                         "clusters": float(np.mean([len(np.unique(r)) for r in runs])),
+                         "largest_share": float(np.mean([np.bincount(r).max() / len(r) for r in runs])),
+                         "nmi_with_ours": float(np.mean([normalized_mutual_info_score(ours, r) for r in runs]))})
+    return rows
+
+
+def write_results(run_dir: Path, texts: Sequence[str], inputs: Inputs, recipe, start_folder: Path,
+                  peers: bool = False) -> dict[str, Any]:
+    """Assign every text with the kept model, write ``clusters.csv`` and ``cluster.json`` (with ``peers``, the
+    peer pipelines' clusterings described too); the record, with the embeddings before and after for the report."""
     from sentence_transformers import SentenceTransformer
 
     run_dir = Path(run_dir)
@@ -323,6 +342,8 @@ def write_results(run_dir: Path, texts: Sequence[str], inputs: Inputs, recipe, s
         "sizes_after": _sizes(q_after.argmax(1), inputs.clusters).tolist(),
         "trace": [{k: c[k] for k in ("step", "stop", "keep_start", "reason", "measures")} for c in trace["checks"]],
     }
+    if peers:
+        record["peers"] = compare_peers(before, after, q_after.argmax(1), inputs.clusters)
     record["verdict"] = verdict_line(record)
     write_text_atomically(run_dir / RECORD, json.dumps(record, indent=2))
     return {**record, "embeddings_before": before, "embeddings_after": after, "q_before": q_before,
