@@ -16,6 +16,7 @@ import yaml
 
 from augcse.commands.main import main
 from augcse.core import yamlfile
+from conftest import tiny_cls_recipe
 from test_checkpoint_check import moved_recipe, stopped_run  # noqa: F401 - the fixture: a run stopped after two checkpoints
 
 
@@ -357,3 +358,82 @@ def test_the_bound_on_a_whole_source_counts_every_file(tmp_path: Path, monkeypat
         budget.take(1 << 20, 1 << 20, f"f{index}")
     with pytest.raises(download.Refused, match="unpack past 3 MiB at f3"):
         budget.take(1, 1, "f3")
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, tiny_model_dir, data_dir) -> Path:
+    """A run of one step with its records and its sentence-transformers model (``final/``)."""
+    folder = tmp_path_factory.mktemp("finished")
+    recipe = tiny_cls_recipe(folder, tiny_model_dir, data_dir, "r", {"dev": None, "before": None, "after": None},
+                             {"max_steps": 1})
+    assert main(["train", str(recipe)]) == 0
+    return folder / "runs" / "r"
+
+
+def _half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: max(1, len(data) // 2)])
+
+
+def _folder(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+# what a file someone handed over may be instead of itself
+SPOILED = {
+    "empty": lambda path: path.write_bytes(b""),
+    "garbage": lambda path: path.write_bytes(b"\x80\x04\xff garbage \x00" * 8),
+    "cut in half": _half,
+    "a folder": _folder,
+}
+
+MODEL_FILES = ("final/modules.json", "final/config.json", "final/model.safetensors", "final/tokenizer.json",
+               "final/config_sentence_transformers.json", "final/sentence_bert_config.json",
+               "final/1_Pooling/config.json")
+RUN_FILES = ("recipe.yaml", "log.jsonl", "summary.json", "eval.json")
+CHECKPOINT_FILES = tuple(f"runs/r/checkpoint-2/{name}" for name in (
+    "trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth", "loss_state.pt", "model.safetensors",
+    "recipe.yaml"))
+ADAPT_FAST = ["--budgets", "2", "--alphas", "1", "--held-out", "48", "--clusters", "4", "model.max_seq_length=16",
+              "training.per_device_train_batch_size=8"]
+# a checkpoint without these files is incomplete, not damaged: the resume takes the one before (a folder in place
+# of one is then a fault of the trainer's next save, not of reading)
+INCOMPLETE_WITHOUT = ("trainer_state.json", "loss_state.pt")
+
+# each reader: what it is given (a finished run, a stopped one), the files it reads there, how it is run on a copy,
+# and whether a damaged file must be refused (a report may read a run that is still writing its log)
+READERS = {
+    "report": ("finished", RUN_FILES, lambda root, t: ["report", str(root)], False),
+    "compare": ("finished", RUN_FILES, lambda root, t: ["compare", str(root), str(root)], False),
+    "eval": ("finished", MODEL_FILES, lambda root, t: ["eval", str(root / "final"), "--tasks",
+                                                         "STSBenchmark-dev-original"], True),
+    "encode": ("finished", MODEL_FILES, lambda root, t: ["encode", str(root / "final"), str(t / "texts.txt"),
+                                                           "--out", str(t / "out.npy")], True),
+    "resume": ("stopped", CHECKPOINT_FILES, lambda root, t: ["train", str(moved_recipe(root)), "keep_checkpoints=true",
+                                                               "--resume"], True),
+}
+
+
+@pytest.mark.parametrize("kind", list(SPOILED))
+@pytest.mark.parametrize("reader", list(READERS))
+def test_every_damaged_file_is_one_line_naming_it(reader: str, kind: str, finished_run: Path, stopped_run: Path,
+                                                  tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Readers × ways a file is spoiled, over every file each reader reads: read as it is, or refused in one line
+    that names the file (refused always where the reader must not go on)."""
+    import shutil
+
+    base, files, argv, must_refuse = READERS[reader]
+    (tmp_path / "texts.txt").write_text("".join(f"text number {i} about topic {i % 4}\n" for i in range(64)))
+    wrong = []
+    for name in files:
+        if reader == "resume" and kind == "a folder" and Path(name).name in INCOMPLETE_WITHOUT:
+            continue
+        root = tmp_path / name.replace("/", "-")
+        shutil.copytree(finished_run if base == "finished" else stopped_run, root)
+        SPOILED[kind](root / name)
+        code = main(argv(root, tmp_path))
+        err = [line for line in capsys.readouterr().err.strip().splitlines() if "Loading weights" not in line]
+        if (code != 0 or must_refuse) and (code not in (1, 2) or len(err) != 1 or Path(name).name not in err[0]):
+            wrong.append((name, code, err[-3:]))
+    assert not wrong, wrong

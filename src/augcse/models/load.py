@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from augcse.core.paths import kind_of
 from augcse.core.torchfile import torch_file_damage
 from augcse.models.module_types import ForeignCode, check_folder, module_class
 
@@ -116,8 +117,8 @@ WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx")
 
 
 def check_readable(folder: str | Path) -> None:
-    """Every weights file of a model folder can be opened, and the torch pickles the loaders will read hold only
-    tensors; ValueError naming the first that cannot or does not.
+    """Every weights file of a model folder can be opened, the torch pickles the loaders will read hold only
+    tensors, and every JSON file parses; ValueError naming the first that cannot or does not.
 
     The loaders report a weights file they may not read as missing (they look for another format or on the
     Hub), so the permission is checked before they run; a pickle naming code would otherwise be refused deep in
@@ -128,11 +129,12 @@ def check_readable(folder: str | Path) -> None:
         return
     for path in sorted(folder.rglob("*")):
         if path.suffix in WEIGHTS and not any(p.startswith(".") for p in path.relative_to(folder).parts):
+            if path.is_dir():
+                raise ValueError(f"{path}: is a folder, not a weights file; the model folder is damaged: copy or "
+                                 "download it again")
             try:
                 with open(path, "rb"):
                     pass
-            except IsADirectoryError:
-                continue
             except OSError as exc:
                 raise ValueError(f"{path}: the weights cannot be read ({exc.strerror or exc}); make the file "
                                  "readable (chmod a+r) for the user running augcse, or copy the model") from None
@@ -140,14 +142,36 @@ def check_readable(folder: str | Path) -> None:
         damage = torch_file_damage(path)
         if damage:
             raise ValueError(f"{path.parent}/{damage}")
+    for path in _own_files(folder, "*.json"):
+        damage = json_damage(path)
+        if damage:
+            raise ValueError(f"{path}: {damage}; the model folder is damaged: copy or download it again")
+
+
+def _own_files(folder: Path, pattern: str) -> list[Path]:
+    """The paths matching ``pattern`` under ``folder``, hidden ones (``.cache``, ``.git``) left out."""
+    return [path for path in sorted(folder.rglob(pattern))
+            if not any(part.startswith(".") for part in path.relative_to(folder).parts)]
+
+
+def json_damage(path: Path) -> str | None:
+    """Why a model folder's JSON file (config, modules, tokenizer) cannot be read, in words; None when it parses.
+    The loaders otherwise fall back to another file without a word or fail in words that name no file."""
+    if not path.is_file():
+        return f"is {kind_of(path)}, not a file"
+    try:
+        json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return f"is not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start})"
+    except json.JSONDecodeError as exc:
+        return f"is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+    return None
 
 
 def pickled_weights(folder: Path) -> list[Path]:
     """The torch pickles (``pytorch_model*.bin``) a loader will read: those with no safetensors file beside them,
     which the loaders prefer."""
-    return [path for path in sorted(folder.rglob("pytorch_model*.bin"))
-            if not any(path.parent.glob("*.safetensors"))
-            and not any(p.startswith(".") for p in path.relative_to(folder).parts)]
+    return [path for path in _own_files(folder, "pytorch_model*.bin") if not any(path.parent.glob("*.safetensors"))]
 
 
 # how torch and safetensors word a weights file that ends early or is not what its name says

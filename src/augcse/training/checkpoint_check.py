@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from augcse.core import yamlfile
+from augcse.core.paths import kind_of
 from augcse.core.torchfile import torch_file_damage
 
 TRAINER_STATE = "trainer_state.json"
@@ -40,6 +41,8 @@ def saved_processes(checkpoint: Path) -> int:
 
 def _safetensors_damage(path: Path) -> str | None:
     """A weights file whose header or size disagrees with itself (cut short by a kill or a full disk)."""
+    if not path.is_file():
+        return f"{path.name} is {kind_of(path)}, not a file"
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(8)
@@ -68,6 +71,8 @@ def _zip_damage(path: Path) -> str | None:
 
 def _recipe_damage(path: Path) -> str | None:
     """A recipe the resume compares with this run's that is not plain YAML (a ``!!python`` tag, a damaged file)."""
+    if not path.is_file():
+        return f"{path.name} is {kind_of(path)}, not a file"
     try:
         yamlfile.load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
@@ -107,7 +112,7 @@ def _damages(checkpoint: Path, loss_state: str, weights: list[Path]) -> Iterator
         yield _zip_damage(path) or torch_file_damage(path)
     if (checkpoint / "pytorch_model.bin").is_file():
         yield torch_file_damage(checkpoint / "pytorch_model.bin")
-    if (checkpoint / RECIPE).is_file():
+    if (checkpoint / RECIPE).exists():
         yield _recipe_damage(checkpoint / RECIPE)
 
 
@@ -122,7 +127,7 @@ def resume_refusal(checkpoint: Path, older: Sequence[Path], loss_state: str, pro
                  if intact else "no older checkpoint is intact: start again with --overwrite")
         return f"--resume: {checkpoint} is damaged: {damage}; {offer}"
     run_recipe = checkpoint.parent / RECIPE  # what the resume compares with when the checkpoint holds no recipe
-    damage = None if (checkpoint / RECIPE).is_file() or not run_recipe.is_file() else _recipe_damage(run_recipe)
+    damage = None if (checkpoint / RECIPE).exists() or not run_recipe.exists() else _recipe_damage(run_recipe)
     if damage:
         return f"--resume: {checkpoint.parent}/{damage}; restore the recipe the run wrote"
     saved = saved_processes(checkpoint)
