@@ -46,7 +46,8 @@ def test_the_report_reads_the_record(tmp_path):
     q = np.array([[0.8, 0.2]] * 3 + [[0.3, 0.7]] * 3)
     record = {"verdict": "6 texts in 2 clusters after 4 steps of SCCL (stopped: settled); largest cluster 50%",
               "clusters": 2, "texts": 6, "texts_file": "/x/t.csv", "column": "text", "sha256": "ab" * 32,
-              "method": "sccl", "model": "m", "steps": 4, "stopping_reason": "settled: …", "kept": "the trained model",
+              "method": "sccl", "model": "m", "steps": 4, "stopping_reason": "settled: …",
+              "kept": "the trained model",
               "skipped_empty": 1, "sizes_before": [4, 2], "sizes_after": [3, 3], "q_after": q,
               "embeddings_before": rng.normal(size=(6, 8)), "embeddings_after": rng.normal(size=(6, 8)),
               "rule": {"checked_texts": 6, "min_change": 0.01, "plateau": 0.01, "max_share": 0.5, "max_empty": 0.5},

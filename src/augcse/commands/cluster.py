@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from augcse.commands.main import begin_work
 from augcse.commands.train import IntermixedParser
@@ -32,23 +33,31 @@ class OneLineParser(IntermixedParser):
         return namespace, extras
 
 
+def arguments(kinds: str) -> dict[str, dict[str, Any]]:
+    """The command's arguments, each with its ``add_argument`` options (``kinds``: the texts files it reads)."""
+    return {
+        "texts": {"help": f"your texts: {kinds} (one text per line in .txt)"},
+        "overrides": {"nargs": "*", "help": "recipe overrides key=value, e.g. name=tickets seed=1"},
+        "--clusters": {"type": int, "required": True, "help": "K, the number of clusters (at least 2)"},
+        "--column": {"default": "text", "help": "the text column (CSV/TSV/Parquet) or key (JSON-lines)"},
+        "--peers": {"action": "store_true", "help": "also cluster with K-means, UMAP + K-means and BERTopic's "
+                                                    "UMAP + HDBSCAN, described in the report (needs the cluster "
+                                                    "extra: pip install 'augcse[cluster]')"},
+        "--data-dir": {"help": "data directory (default: $AUGCSE_DATA)"},
+        "--resume": {"action": "store_true", "help": "continue an unfinished run (or redo the outputs of a "
+                                                     "finished one)"},
+        "--overwrite": {"action": "store_true", "help": "empty the run folder first"},
+    }
+
+
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     from augcse.training.adapt import READERS
 
     parser = subparsers.add_parser("cluster", help="adapt a model to your texts so they group by topic, and "
                                                    "cluster them", description=__doc__.splitlines()[0])
     parser.__class__ = OneLineParser
-    parser.add_argument("texts", help=f"your texts: {', '.join(READERS)} (one text per line in .txt)")
-    parser.add_argument("overrides", nargs="*", help="recipe overrides key=value, e.g. name=tickets seed=1")
-    parser.add_argument("--clusters", type=int, required=True, help="K, the number of clusters (at least 2)")
-    parser.add_argument("--column", default="text", help="the text column (CSV/TSV/Parquet) or key (JSON-lines)")
-    parser.add_argument("--peers", action="store_true", help="also cluster with K-means, UMAP + K-means and "
-                                                             "BERTopic's UMAP + HDBSCAN, described in the report "
-                                                             "(needs the cluster extra: pip install 'augcse[cluster]')")
-    parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA)")
-    parser.add_argument("--resume", action="store_true", help="continue an unfinished run (or redo the outputs of "
-                                                              "a finished one)")
-    parser.add_argument("--overwrite", action="store_true", help="empty the run folder first")
+    for name, options in arguments(", ".join(READERS)).items():
+        parser.add_argument(name, **options)
     parser.set_defaults(func=_run_cli)
 
 
@@ -169,29 +178,40 @@ def _work(args: argparse.Namespace, recipe, overrides: list[str], texts: list[st
           start: Path, finished: bool) -> int:
     import numpy as np
 
+    from augcse.core.folder_lock import folder_lock
     from augcse.report.cluster import write_report
     from augcse.training.build import build_model
-    from augcse.training.cluster import ClusterWatch, Inputs, file_sha256, prepare_start, write_results
+    from augcse.training.cluster import Inputs, file_sha256, prepare_start, write_results
     from augcse.training.recipes.config import load_recipe
-    from augcse.training.run import RunError, run
 
     if not (start / "centroids.npy").is_file():
         prepare_start(build_model(recipe), texts, args.clusters, recipe.seed, start, recipe.eval.batch_size)
     recipe = load_recipe(None, "cluster", overrides)
-    if not finished:
-        watch = ClusterWatch(texts, np.load(start / "embeddings.npy", allow_pickle=False), recipe.loss.params,
-                             recipe.run_dir, recipe.seed, recipe.eval.batch_size)
-        try:
-            result = run(recipe, args.data_dir, resume=args.resume, overwrite=args.overwrite, callbacks=[watch])
-        except RunError as exc:
-            print(f"augcse cluster: error: {exc}", file=sys.stderr)
-            return 1
-        if result.get("stopped"):
-            return 130
-        print("training done; assigning every text with the kept model", flush=True)
+    code = 0 if finished else _train(args, recipe, texts, np.load(start / "embeddings.npy", allow_pickle=False))
+    if code:
+        return code
     inputs = Inputs(str(file.resolve()), file_sha256(file), args.column, len(texts), empty, args.clusters)
-    record = write_results(recipe.run_dir, texts, inputs, recipe, start, peers=args.peers)
-    md, _ = write_report(record, texts, recipe.run_dir)
+    with folder_lock(recipe.run_dir, "name="):  # a second command on this run waits its turn, refused in one line
+        record = write_results(recipe.run_dir, texts, inputs, recipe, start, peers=args.peers)
+        md, _ = write_report(record, texts, recipe.run_dir)
     print(f"\n{record['verdict']}\nclusters: {recipe.run_dir / 'clusters.csv'}; report: {md}; model: "
           f"{recipe.run_dir / 'final'}", flush=True)
     return 0
+
+
+def _train(args: argparse.Namespace, recipe, texts: list[str], start_embeddings) -> int:
+    """Train with the stopping rule watching: 0 when done, 130 when stopped by Ctrl-C, 1 on a fault (its line)."""
+    from augcse.training.cluster import ClusterWatch
+    from augcse.training.run import RunError, run
+
+    watch = ClusterWatch(texts, start_embeddings, recipe.loss.params, recipe.run_dir, recipe.seed,
+                         recipe.eval.batch_size)
+    try:
+        stopped = bool(run(recipe, args.data_dir, resume=args.resume, overwrite=args.overwrite,
+                           callbacks=[watch]).get("stopped"))
+    except RunError as exc:
+        print(f"augcse cluster: error: {exc}", file=sys.stderr)
+        return 1
+    if not stopped:
+        print("training done; assigning every text with the kept model", flush=True)
+    return 130 if stopped else 0
