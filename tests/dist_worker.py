@@ -202,7 +202,7 @@ def inject(fault: str, out: str) -> None:
     import errno
     import time
 
-    import augcse.training.run as training
+    import augcse.training.build as training
 
     kind, rank, step = fault.split(":")
     if int(os.environ["RANK"]) != int(rank):
@@ -299,7 +299,7 @@ def main(model_dir: str, out: str, train_args: list[str]) -> int:
     if not train_args:
         dist.destroy_process_group()
         return 0
-    import augcse.training.run as training
+    import augcse.training.build as training
     from augcse.commands.main import main as cli
 
     built = []

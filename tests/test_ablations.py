@@ -327,7 +327,7 @@ def train_two_steps(model, loss, dataset) -> None:
 @pytest.mark.parametrize("row", list(ROWS))
 def test_row_trains_the_objective_it_names(row, workspace, tiny_model_dir):
     from augcse.losses import bind_dataset
-    from augcse.training.run import build_loss
+    from augcse.training.build import build_loss
     from augcse.text.views import ViewContext, build_views
     from datasets import Dataset
 

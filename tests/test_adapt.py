@@ -147,7 +147,8 @@ def test_sentence_transformers_peers_train_from_a_recipe_by_name(loss, tiny_mode
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer import losses as st_losses
 
-    from augcse.training.run import build_loss, build_model, run
+    from augcse.training.build import build_loss, build_model
+    from augcse.training.run import run
 
     recipe = tiny("adapt-tweet", tiny_model_dir, tmp_path, *PEERS[loss], "eval.after=null")
     peer = build_loss(recipe, build_model(recipe)).peer

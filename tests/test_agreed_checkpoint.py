@@ -39,15 +39,15 @@ class _Recipe:
 def _rank(rank: int, port: int, out: str, refuse: bool) -> None:
     import torch.distributed as dist
 
-    from augcse.training import run
+    from augcse.training import ranks
     from augcse.training.rundir import RunFolderError
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank))
     dist.init_process_group("gloo", rank=rank, world_size=2)
-    run.join_process_group = lambda recipe: None  # the group is set up above
+    ranks.join_process_group = lambda recipe: None  # the group is set up above
     folder = _Folder(rank, refuse)
     try:
-        answer = str(run.agreed_checkpoint(folder, _Recipe(), resume="auto", overwrite=False))
+        answer = str(ranks.agreed_checkpoint(folder, _Recipe(), resume="auto", overwrite=False))
     except RunFolderError as exc:
         answer = f"refused: {exc}"
     Path(out, f"rank{rank}.json").write_text(json.dumps({"answer": answer, "asked": folder.asked}))

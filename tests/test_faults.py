@@ -301,14 +301,14 @@ def test_a_really_full_disk_is_one_line_and_resumes_after_freeing_space(small_di
 
 def test_an_unwritable_output_folder_is_refused_before_anything_loads(tmp_path, tiny_model_dir, data_dir,
                                                                       read_only_dir, monkeypatch, capsys):
-    import augcse.training.run
+    import augcse.training.build
     from augcse.commands import main as cli
 
     recipe = write_recipe(tmp_path, tiny_model_dir, data_dir, "unused")
     values = yaml.safe_load(recipe.read_text())
     values["output_dir"] = str(read_only_dir / "runs")
     recipe.write_text(yaml.safe_dump(values))
-    monkeypatch.setattr(augcse.training.run, "build_model", lambda recipe: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(augcse.training.build, "build_model", lambda recipe: pytest.fail("the model was loaded"))
     assert cli.main(["train", str(recipe)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"augcse train: error: recipe key 'output_dir': {read_only_dir / 'runs'}: cannot write there "
@@ -318,20 +318,20 @@ def test_an_unwritable_output_folder_is_refused_before_anything_loads(tmp_path, 
 def test_too_little_free_space_is_warned_before_training(tmp_path, monkeypatch, caplog):
     from types import SimpleNamespace
 
-    import augcse.training.run
+    import augcse.training.recovery
 
     model = torch.nn.Linear(1024, 256)  # 1 MiB of float32 weights: a checkpoint of about 3 MiB with Adam's moments
     setup = SimpleNamespace(model=model, args=SimpleNamespace(save_total_limit=2))
     recipe = SimpleNamespace(run_dir=tmp_path / "run")
-    monkeypatch.setattr(augcse.training.run, "free_bytes", lambda path: 5 * 2**20)
-    with caplog.at_level(logging.WARNING, logger="augcse.training.run"):
-        augcse.training.run.warn_if_short_of_space(recipe, setup)
+    monkeypatch.setattr(augcse.training.recovery, "free_bytes", lambda path: 5 * 2**20)
+    with caplog.at_level(logging.WARNING, logger="augcse.training.recovery"):
+        augcse.training.recovery.warn_if_short_of_space(recipe, setup)
     assert [r.getMessage() for r in caplog.records] == [
         f"only 5 MiB free in {tmp_path / 'run'}; this run needs about 10 MiB (3 checkpoints of 3 MiB and final/): "
         "free space now, or it will stop when a save fails"]
     caplog.clear()
-    monkeypatch.setattr(augcse.training.run, "free_bytes", lambda path: 11 * 2**20)
-    augcse.training.run.warn_if_short_of_space(recipe, setup)
+    monkeypatch.setattr(augcse.training.recovery, "free_bytes", lambda path: 11 * 2**20)
+    augcse.training.recovery.warn_if_short_of_space(recipe, setup)
     assert not caplog.records
 
 

@@ -232,7 +232,7 @@ def test_two_steps_train_and_the_saved_model_is_plain_sentence_transformers(tiny
 
 def test_training_refuses_a_generator_that_is_not_here_before_any_model_loads(tmp_path, data_dir):
     from augcse.training.recipes.config import load_recipe
-    from augcse.training.run import check_inputs
+    from augcse.training.build import check_inputs
 
     recipe = load_recipe(None, "diffcse-minilm", [f"output_dir={tmp_path}", "loss.params.generator=no-such/generator",
                                                   "data.corpus=corpus/wiki1m_for_simcse.first11914.txt"])

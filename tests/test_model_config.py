@@ -7,7 +7,7 @@ import pytest
 
 from augcse.core.schema import RecipeError
 from augcse.training.recipes.config import validate_recipe
-from augcse.training.run import build_model
+from augcse.training.build import build_model
 
 
 def _dropouts(model) -> set[float]:

@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-import augcse.training.run
+import augcse.training.build
 from augcse.training.recipes.config import load_recipe
 from augcse.training.rundir import checkpoints, latest_checkpoint
 from test_faults import write_recipe as fault_recipe
@@ -33,7 +33,7 @@ def write_recipe(tmp_path: Path, backbone: Path, data_dir: Path, **training) -> 
 
 def nan_at(monkeypatch, steps: set[int]) -> None:
     """Make the loss NaN on the given training steps (1-based), through the real loss's output."""
-    real = augcse.training.run.build_loss
+    real = augcse.training.build.build_loss
 
     def build_loss(recipe, model):
         loss = real(recipe, model)
@@ -50,7 +50,7 @@ def nan_at(monkeypatch, steps: set[int]) -> None:
         loss.register_forward_hook(poison)
         return loss
 
-    monkeypatch.setattr(augcse.training.run, "build_loss", build_loss)
+    monkeypatch.setattr(augcse.training.build, "build_loss", build_loss)
 
 
 def finite(folder: Path) -> bool:
@@ -120,7 +120,8 @@ def test_skipped_steps_leave_the_weights_untouched(tmp_path, tiny_model_dir, dat
 def test_a_checkpoint_with_nonfinite_weights_is_never_kept(tmp_path, tiny_model_dir, data_dir, monkeypatch):
     from safetensors.torch import load_file, save_file
 
-    from augcse.training.run import RunError, last_finite_checkpoint, run
+    from augcse.training.recovery import last_finite_checkpoint
+    from augcse.training.run import RunError, run
 
     path = write_recipe(tmp_path, tiny_model_dir, data_dir, max_steps=4)
     recipe = load_recipe(path, overrides=["keep_checkpoints=true"])

@@ -155,7 +155,7 @@ def trainer_received(recipe) -> dict[str, object]:
 
     from sentence_transformers import SentenceTransformerTrainingArguments
 
-    from augcse.training.run import TRAINED_WITH, training_arguments
+    from augcse.training.arguments import TRAINED_WITH, training_arguments
 
     args = training_arguments(recipe, has_dev=recipe.eval.dev is not None, total_steps=1000)
     default = SentenceTransformerTrainingArguments(output_dir=args.output_dir)
@@ -176,10 +176,10 @@ def model_received(recipe, backbone) -> dict[str, object]:
     ``backbone`` (the tiny BERT: the papers' BERT and RoBERTa configs name their dropouts alike)."""
     from unittest import mock
 
-    from augcse.training import run
+    from augcse.training import build
 
-    with mock.patch.object(run, "resolve_model", lambda name: str(backbone)):
-        model = run.build_model(recipe)
+    with mock.patch.object(build, "resolve_model", lambda name: str(backbone)):
+        model = build.build_model(recipe)
     config = model[0].auto_model.config.to_dict()
     return {f"model.config.{key}": value for key, value in config.items() if "dropout" in key}
 

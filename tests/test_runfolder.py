@@ -163,7 +163,7 @@ def test_resume_and_overwrite_together_and_a_file_in_the_way(tmp_path):
 
 def test_every_cpu_recipe_saves_resumable_checkpoints():
     from augcse.training.recipes.config import builtin_recipes, load_recipe
-    from augcse.training.run import training_arguments
+    from augcse.training.arguments import training_arguments
 
     cpu = [name for name in builtin_recipes() if name == "quickstart" or name.endswith("-minilm")]
     assert len(cpu) >= 7

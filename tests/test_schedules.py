@@ -39,7 +39,7 @@ def test_a_wrong_table_is_refused_at_recipe_load(kwargs, says):
 
 def test_the_trainer_runs_the_table(tiny_model_dir, tmp_path):
     """The trainer's scheduler is augcse's: its rate after a boundary is the table's."""
-    from augcse.training.run import training_arguments
+    from augcse.training.arguments import training_arguments
     from augcse.training.trainer import Trainer
 
     recipe = load_recipe(None, "quickstart", [f"output_dir={tmp_path}", "training.lr_scheduler_type=piecewise_constant",

@@ -34,10 +34,10 @@ def recipe(tmp_path: Path, tiny_model_dir: Path) -> Path:
 
 def _refuse(argv: list[str], capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the CLI; no model may load; one stderr line, exit 2. Returns the line."""
-    import augcse.training.run
+    import augcse.training.build
 
     monkeypatch.setattr(logging.root, "handlers", [logging.NullHandler()])
-    monkeypatch.setattr(augcse.training.run, "build_model", lambda recipe: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(augcse.training.build, "build_model", lambda recipe: pytest.fail("a model was loaded"))
     code = main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
@@ -209,7 +209,7 @@ def test_cards_minilm_names_its_head_and_every_recipe_keeps_the_head_it_had() ->
 
 
 def test_the_loss_default_head_stands_whatever_the_pooler(tiny_st) -> None:
-    from augcse.training.run import build_loss
+    from augcse.training.build import build_loss
 
     for pooler in ("cls", "avg"):
         recipe = Recipe(model={"pooler": pooler}, loss=LossConfig(name="cards"))

@@ -242,7 +242,7 @@ def test_every_builtin_recipe_loads_and_validates():
 def test_the_default_corpus_is_never_downloaded(monkeypatch, tmp_path):
     """Online and without a data directory, the quickstart reads the embedded sentences its figures come from."""
     import augcse.assets.resolve as resolve
-    from augcse.training.run import resolve_corpus
+    from augcse.training.build import resolve_corpus
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("AUGCSE_DATA", raising=False)

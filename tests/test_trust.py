@@ -144,7 +144,7 @@ def by_eval(folder: Path, tmp: Path) -> int:
 def by_training_backbone(folder: Path, tmp: Path) -> None:
     """A recipe's ``model.backbone``, as published (no pooler) and rebuilt with one."""
     from augcse.training.recipes.config import load_recipe
-    from augcse.training.run import build_model
+    from augcse.training.build import build_model
 
     for pooler in ("null", "avg"):
         build_model(load_recipe(None, "quickstart", [f"model.backbone={folder}", f"model.pooler={pooler}"]))

@@ -146,7 +146,7 @@ def resolved(row: Row, recipe: Recipe | None = None) -> dict[str, Any]:
         whiten = row.evaluate.whiten
         return {"evaluate": {"model": row.evaluate.model, "pooler": row.evaluate.pooler,
                              **({"whiten": {"corpus": whiten.corpus, "dim": whiten.dim}} if whiten else {})}}
-    from augcse.training.run import effective_training
+    from augcse.training.arguments import effective_training
 
     recipe = recipe or load_recipe(None, row.recipe, [*row.overrides, *PLAN_OVERRIDES])
     values = recipe.to_dict()

@@ -31,7 +31,7 @@ from augcse.models.poolers import POOLERS
 from augcse.training.recipes.config import RECIPE_DIR, Recipe, RecipeSection, TrainingRanges, builtin_recipes
 from augcse.core.document import markdown_table
 from augcse.core.schema import describe
-from augcse.training.run import training_arguments
+from augcse.training.arguments import training_arguments
 from augcse.text.views import VIEWS
 from augcse.text.views.base import REMOVED
 from augcse.core import yamlfile
