@@ -115,6 +115,24 @@ def test_simcse_with_mlm_is_the_composite_simcse_plus_a_tenth_of_mlm(mlm_st, mon
     assert parts["mlm/mlm"].item() == pytest.approx(0.1 * loss_mlm.item(), rel=1e-12)
 
 
+@pytest.mark.parametrize("copies", [1, 2])
+@pytest.mark.parametrize("composite", [False, True], ids=["alone", "with-simcse"])
+def test_a_batch_with_nothing_masked_adds_zero_and_moves_no_weight_of_the_term(mlm_st, monkeypatch, copies, composite):
+    """A batch of short sentences can draw no token to mask (15 % of a few tokens each): the term is 0 with a
+    zero gradient, not the NaN of an empty mean that would stop the run, alone and beside SimCSE."""
+    tokens = tokens_of(mlm_st, SENTENCES, copies)
+    feed(monkeypatch, tokens["input_ids"], torch.full_like(tokens["input_ids"], -100), copies)
+    terms = [{"loss": "mlm", "params": {"copies": copies}}]
+    loss = CompositeLoss(mlm_st, terms=[{"loss": "simcse"}, *terms] if composite else terms).double()
+    loss.bind(["anchor"])
+    parts = loss([mlm_st.tokenize(SENTENCES)])
+    mlm = next(value for key, value in parts.items() if key.startswith("mlm"))
+    assert mlm.item() == 0.0 and torch.isfinite(sum(parts.values()))
+    mlm.backward()
+    head = [p.grad for p in loss.terms["mlm"].lm_head.parameters()]
+    assert all(g is not None and torch.count_nonzero(g) == 0 for g in head)
+
+
 def test_the_head_starts_from_the_checkpoint_or_fresh_with_a_warning(mlm_st, tiny_st, tiny_mlm_dir, caplog):
     from transformers import BertForMaskedLM
 

@@ -1,7 +1,8 @@
 """The masked-LM auxiliary objective (SimCSE App. E.1; DeCLUTR's MLM term): a composable ``mlm`` term.
 
 The encoder reads the anchor with some of its tokens masked (BERT's 80/10/10, :mod:`augcse.losses.masking`)
-and a masked-LM head predicts the original tokens; the loss is the cross-entropy over the masked tokens.
+and a masked-LM head predicts the original tokens; the loss is the cross-entropy over the masked tokens
+(0 for a batch in which no token was masked).
 The head is training state of the loss, like a train-only projection: it starts from the backbone
 checkpoint's own masked-LM head where the checkpoint has one (bert-base-uncased's ``cls.predictions``, as
 SimCSE's code loads it), else fresh, with a warning; the saved sentence model never has it.
@@ -74,8 +75,17 @@ def _head(encoder: nn.Module, init: str) -> nn.Module:
 
 
 def masked_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
-    """Mean cross-entropy over the masked tokens (labels ``IGNORE`` elsewhere)."""
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=IGNORE)
+    """Mean cross-entropy over the masked tokens (labels ``IGNORE`` elsewhere); 0, with a zero gradient, when
+    no token is masked.
+
+    A batch of short sentences can draw no token at all (15 % of a few tokens each), and the plain mean is then
+    0/0, a NaN that would stop the run. The sum over the masked tokens divided by their count (at least 1) is
+    the same mean otherwise, keeps the term on the graph (every parameter still gets a gradient, zero) and
+    needs no check on the host.
+    """
+    flat = labels.reshape(-1)
+    summed = F.cross_entropy(logits.reshape(-1, logits.size(-1)), flat, ignore_index=IGNORE, reduction="sum")
+    return summed / (flat != IGNORE).sum().clamp(min=1)
 
 
 class MLMLoss(RoleLoss):
