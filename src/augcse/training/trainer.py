@@ -5,17 +5,18 @@ transformers 5 calls ``Trainer._save`` on every process and lets each return the
 wrote the same checkpoint files at once (and the first process could read a half-written one as the best
 model). The check restored here is the trainer's own ``args.should_save``. It also builds the schedules of
 :mod:`augcse.training.schedules`, which the trainer's ``get_scheduler`` does not know, and draws plain random
-batches through :class:`augcse.training.sampler.StreamedRandomSampler` (the same order, no list of every row).
+batches through the streamed samplers of :mod:`augcse.training.sampler` (the same order, no list of every row).
 """
 
 from __future__ import annotations
 
+from accelerate.data_loader import SeedableRandomSampler, get_sampler
 from datasets import IterableDataset
 from sentence_transformers import SentenceTransformerTrainer
 from sentence_transformers.base.sampler import DefaultBatchSampler
 from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
-from augcse.training.sampler import StreamedRandomSampler
+from augcse.training.sampler import StreamedRandomSampler, StreamedSeedableRandomSampler
 
 
 class Trainer(SentenceTransformerTrainer):
@@ -30,6 +31,13 @@ class Trainer(SentenceTransformerTrainer):
         return DefaultBatchSampler(StreamedRandomSampler(dataset, generator=generator), batch_size=batch_size,
                                    drop_last=drop_last, valid_label_columns=valid_label_columns,
                                    generator=generator, seed=seed)
+
+    def get_train_dataloader(self):
+        loader = super().get_train_dataloader()
+        sampler = get_sampler(loader)  # the accelerator's, in place of the batch sampler's own
+        if type(sampler) is SeedableRandomSampler:
+            loader.set_sampler(StreamedSeedableRandomSampler.like(sampler))
+        return loader
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         schedule = getattr(self.args, "augcse_schedule", None)
