@@ -102,13 +102,13 @@ def check_args(args: argparse.Namespace) -> None:
         return
     if args.corpus is None or args.out is None:
         raise ValueError("give --corpus and --out (or --list / --preview)")
-    from augcse.core.outputs import check_writable
+    from augcse.core.outputs import claim_folder
     from augcse.core.textfile import check_encoding
 
     check_encoding(args.encoding)
     if args.corpus.is_dir():
         raise ValueError(f"--corpus {args.corpus}: is a folder; give a text file, one sentence per line")
-    check_writable(args.out, "--out")
+    claim_folder(args.out, "--out")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,9 +6,11 @@ import argparse
 from pathlib import Path
 
 from augcse.commands.main import begin_work
-from augcse.core.outputs import check_writable
+from augcse.core.outputs import claim_folder
 
 STAGES = ("after", "before")
+# what compare writes in --out: no link may stand in their place
+COMPARE_WRITTEN = ("compare.md", "compare.html", "compare")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -35,8 +37,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    if Path(args.run_dir).is_dir():  # the report goes into the run folder: proven writable before matplotlib loads
-        check_writable(args.run_dir, "run folder")
+    if Path(args.run_dir).is_dir():  # the report goes into the run folder: proven writable, with no link in it,
+        claim_folder(args.run_dir, "run folder")  # before matplotlib loads
     from augcse.report.run_report import write_report
 
     begin_work()
@@ -51,7 +53,7 @@ def _compare(args: argparse.Namespace) -> int:
         if out.exists() and not out.is_dir():
             raise ValueError(f"--out {out}: is a file; --out names a folder for compare.md, compare.html and the "
                              f"chart (e.g. --out {out.parent / 'comparison'})")
-        check_writable(out, "--out")
+        claim_folder(out, "--out")
     from augcse.report.compare import compare  # numpy and matplotlib: after the output is proven writable
 
     begin_work()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from augcse.assets.resolve import data_dir
 from augcse.commands.main import begin_work
-from augcse.core.outputs import check_writable
+from augcse.core.outputs import claim_folder
 from augcse.studies.reproduce import DEFAULT_SEEDS, build_document, describe_plan, papers, plan, plan_json, select_rows
 from augcse.studies.runs import check_inputs, run_all
 
@@ -66,6 +66,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_reproduce_cli)
 
 
+# what the command writes in the paper's folder (beside its runs' folders): no link may stand in their place
+WRITTEN = ("reproduce.md", "reproduce.html", ".table")
+
+
 def _reproduce_cli(args: argparse.Namespace) -> int:
     paper = papers()[args.paper]
     if args.gpu_memory and not args.dry_run:
@@ -75,7 +79,8 @@ def _reproduce_cli(args: argparse.Namespace) -> int:
     data_dir(args.data_dir)  # a --data-dir that is not there is refused, dry run or not
     output = Path(args.output) / ("checkpoints" if args.checkpoints else "")
     if not args.dry_run:
-        check_writable(output, "--output")  # before the recipes are checked: that loads sentence-transformers
+        # before the recipes are checked (that loads sentence-transformers); the paper's folder holds no link
+        claim_folder(output / paper.name, "--output")
     if args.tasks:
         from augcse.evaluation.tasks import resolve_tasks
 

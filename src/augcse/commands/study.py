@@ -8,10 +8,12 @@ from pathlib import Path
 
 from augcse.assets.resolve import data_dir
 from augcse.commands.main import begin_work
-from augcse.core.outputs import check_writable
+from augcse.core.outputs import check_writable, refuse_links, write_text_atomically
 from augcse.studies.runs import check_inputs, run_all
 from augcse.studies.study import build_document, describe, load_grid
 
+# what the command writes in the study folder (beside its runs' folders): no link may stand in their place
+WRITTEN = ("study.md", "study.html", "study.json", "curves.png", ".table")
 
 SUMMARY = "run a grid file (sets × rows × seeds, budgets); resumable; table and curves"
 DESCRIPTION = ("Run every run of a grid file (YAML: sets, rows, seeds, budgets, starting model), skipping finished "
@@ -41,6 +43,8 @@ def _study_cli(args: argparse.Namespace) -> int:
         print(describe(grid, by_set))
         return 0
     folder = Path(args.output) / grid.name
+    if not args.dry_run:
+        refuse_links(folder, "--output: the study folder")
     if args.table_only:
         if not folder.is_dir():
             raise ValueError(f"{folder} holds no run of this grid yet; run it first, or give its --output")
@@ -54,7 +58,8 @@ def _study_cli(args: argparse.Namespace) -> int:
     doc, figures = build_document(grid, by_set, folder)
     print(doc.to_markdown(folder))
     md, page = doc.write(folder, "study")
-    (folder / "study.json").write_text(json.dumps({"title": grid.title, "seeds": list(grid.seeds),
-                                                   "budgets": list(grid.budgets), "sets": figures}, indent=2))
+    write_text_atomically(folder / "study.json", json.dumps({"title": grid.title, "seeds": list(grid.seeds),
+                                                            "budgets": list(grid.budgets), "sets": figures},
+                                                           indent=2))
     print(f"wrote {md}\nwrote {page}\nwrote {folder / 'study.json'}")
     return 0

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from augcse.commands.main import begin_work
+from augcse.core.outputs import refuse_links
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -38,6 +39,7 @@ def _run_cli(args: argparse.Namespace) -> int:
 
     check_encoding(args.encoding)
     out = Path(args.out).expanduser()
+    refuse_links(out, "--out")  # the model is written only into a folder augcse makes, never through a link
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out}: exists and is not an empty folder; give a new folder")
     if args.dim is not None and args.dim < 1:

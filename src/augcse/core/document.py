@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from augcse.core.outputs import write_text_atomically
+
 
 @dataclass
 class Heading:
@@ -105,8 +107,8 @@ class Document:
     def write(self, folder: Path, stem: str) -> tuple[Path, Path]:
         folder.mkdir(parents=True, exist_ok=True)
         md, page = folder / f"{stem}.md", folder / f"{stem}.html"
-        md.write_text(self.to_markdown(folder), encoding="utf-8")
-        page.write_text(self.to_html(), encoding="utf-8")
+        write_text_atomically(md, self.to_markdown(folder))  # never through a link left in their place
+        write_text_atomically(page, self.to_html())
         return md, page
 
 

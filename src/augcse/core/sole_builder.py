@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from augcse.core.outputs import check_file_target
+
 WAIT_SECONDS = 1800.0  # torch.distributed's own default timeout: a waiter gives up no sooner than a collective would
 
 
@@ -44,6 +46,7 @@ def sole_builder(target: str | Path, what: str, timeout: float | None = None) ->
     target = Path(target)
     path = lock_file(target)
     path.parent.mkdir(parents=True, exist_ok=True)
+    check_file_target(path, "the build lock")  # filelock truncates its file: never through a link left there
     seconds = WAIT_SECONDS if timeout is None else timeout
     lock = FileLock(str(path))
     try:

@@ -16,13 +16,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from augcse.core.outputs import write_atomically
+
 ORIGINAL = "original"
 
 
 def _save(fig: plt.Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    write_atomically(path, lambda handle: fig.savefig(handle, format="png", dpi=110, bbox_inches="tight"))
     plt.close(fig)
     return path
 

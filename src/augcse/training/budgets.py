@@ -19,6 +19,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from augcse.core.outputs import write_text_atomically
 from augcse.core.schema import Budgets, validate_value
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,6 @@ class BudgetEvaluation(TrainerCallback):
         model.train(training)
         curve = read_curve(self.path.parent)
         curve[state.global_step] = scores
-        self.path.write_text(json.dumps({"tasks": self.tasks, "steps": {str(k): curve[k] for k in sorted(curve)}},
-                                        indent=2))
+        write_text_atomically(self.path, json.dumps({"tasks": self.tasks,
+                                                     "steps": {str(k): curve[k] for k in sorted(curve)}}, indent=2))
         logger.info("step %d on %s: %s", state.global_step, self.tasks, scores)

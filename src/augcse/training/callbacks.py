@@ -15,7 +15,7 @@ import torch
 import yaml
 from transformers import TrainerCallback
 
-from augcse.core.outputs import write_atomically
+from augcse.core.outputs import append_line, write_atomically, write_text_atomically
 from augcse.training.rundir import LOSS_STATE, RECIPE
 
 logger = logging.getLogger(__name__)
@@ -73,8 +73,7 @@ class JsonlLogger(TrainerCallback):
         logs.update(exact)  # the console and TensorBoard, called after this callback, show them unrounded
         metrics = getattr(self.loss, "pop_metrics", None)
         record = {"step": state.global_step, "epoch": state.epoch, **logs, **exact, **(metrics() if metrics else {})}
-        with open(self.path, "a") as handle:
-            handle.write(json.dumps(record) + "\n")
+        append_line(self.path, json.dumps(record))  # never through a link
 
 
 class NothingLearned(TrainerCallback):
@@ -108,7 +107,7 @@ def truncate_log(path: Path, step: int) -> None:
     if not path.is_file():
         return
     kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
-    path.write_text("".join(line + "\n" for line in kept))
+    write_text_atomically(path, "".join(line + "\n" for line in kept))
 
 
 class LossStateCheckpoint(TrainerCallback):
@@ -133,7 +132,7 @@ class LossStateCheckpoint(TrainerCallback):
         if state.is_world_process_zero:
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if self.recipe is not None:  # before the loss state, whose presence marks the checkpoint complete
-                (folder / RECIPE).write_text(yaml.safe_dump(self.recipe, sort_keys=False), encoding="utf-8")
+                write_text_atomically(folder / RECIPE, yaml.safe_dump(self.recipe, sort_keys=False))
             state_dict = {k: v for k, v in self.loss.state_dict().items() if not k.startswith("model.")}
             # in one rename: a kill while writing must not leave a truncated file that marks the folder complete
             write_atomically(folder / LOSS_STATE, lambda handle: torch.save(state_dict, handle))

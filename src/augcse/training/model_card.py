@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from augcse.assets.resolve import AssetError, resolve_data
+from augcse.core.outputs import write_text_atomically
 
 if TYPE_CHECKING:  # the card is written after training; importing this module stays light
     from torch import nn
@@ -201,8 +202,9 @@ def write_model_card(final: Path, recipe: Recipe, scores: dict, summary: dict, l
     card_data(final, recipe, scores, summary, loss)
     text = generate_model_card(loss.model).replace(f"<code>{TaskScore.__module__}.{TaskScore.__qualname__}</code>",
                                                    EVALUATED_WITH)
-    (Path(final) / "README.md").write_text(text.rstrip("\n") + "\n" + augcse_section(recipe, scores, summary, loss),
-                                           encoding="utf-8")
+    # replaces the card sentence-transformers wrote, never writing through a link in its place
+    write_text_atomically(Path(final) / "README.md",
+                          text.rstrip("\n") + "\n" + augcse_section(recipe, scores, summary, loss))
 
 
 def render_html(markdown_text: str) -> str:

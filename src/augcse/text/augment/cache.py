@@ -37,11 +37,14 @@ if TYPE_CHECKING:  # annotations only: importing the cache module loads no datas
 
 from augcse.assets.resolve import AssetError, wordnet
 from augcse.core.interrupts import InterruptLatch
+from augcse.core.outputs import write_text_atomically
 from augcse.core.sole_builder import sole_builder
 from augcse.text.augment.base import AugmentationError, get, resolve_names
 from augcse.text.augment.parse import parse
 
 FORMAT_VERSION = 1
+# what a cache folder holds: its manifest, its shards, and the lock of the command building it
+WRITTEN = ("manifest.json", "shards", ".lock")
 logger = logging.getLogger(__name__)
 
 N_EXAMPLES = 3
@@ -198,7 +201,7 @@ def _build_shard(out_dir: str, index: int, sentences: list[str], names: list[str
         Dataset.from_dict(columns).save_to_disk(str(tmp))
     finally:
         fingerprint_log.setLevel(level)
-    (tmp / "augment_meta.json").write_text(json.dumps(meta))
+    write_text_atomically(tmp / "augment_meta.json", json.dumps(meta))
     os.replace(tmp, shards / f"{index:05d}")
     return index
 
@@ -209,9 +212,7 @@ def _read_manifest(out_dir: Path) -> dict[str, Any] | None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False))
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(data, indent=1, ensure_ascii=False))
 
 
 def build_cache(sentences: Texts, names: Sequence[str] | str, out_dir: str | os.PathLike, seed: int = 0,
