@@ -87,6 +87,7 @@ def test_refusals_are_one_line_before_any_model_loads(texts, nothing_loads, caps
     assert _exit_code(["cluster", str(texts), *extra]) == 2
     assert message in _one_line(capsys)
     assert not (texts.parent / "runs" / "cluster-so").exists()
+    assert not (texts.parent / "runs" / ".cluster-texts").exists()  # nothing written beside the runs either
 
 
 # a texts file's name and content -> what the line must say

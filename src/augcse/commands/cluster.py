@@ -148,13 +148,14 @@ def _run_cli(args: argparse.Namespace) -> int:
 
     folder = Path(probe.output_dir) / ".cluster-texts" / texts_digest(texts, probe.model.backbone, args.clusters,
                                                                      probe.seed)
-    corpus = write_texts(texts, folder)
+    corpus = folder / "texts.txt"  # written once every check has passed
     centroids = folder / "start" / "centroids.npy"  # written before the first run trains; a resume finds it
     overrides = [*base, f"data.corpus={corpus.resolve()}", *args.overrides,
                  f"loss.params.centroids={centroids.resolve()}"]
     recipe = load_recipe(None, "cluster", overrides if centroids.is_file() else overrides[:-1], check_output=True)
     finished = _check_run_folder(recipe, args.resume, args.overwrite)
     begin_work()
+    write_texts(texts, folder)
     return _work(args, recipe, overrides, texts, file, empty, folder / "start", finished)
 
 

@@ -113,7 +113,7 @@ def texts_digest(texts: Sequence[str], *parts: object) -> str:
 
 
 def write_texts(texts: Sequence[str], folder: Path) -> Path:
-    """Every text, one a line, in ``folder/texts.txt`` (the same texts, the same file: a resume finds it)."""
+    """Every text, one a line, in ``folder/texts.txt`` (the same texts, the same file: a resume finds it); its path."""
     path = folder / "texts.txt"
     if not path.is_file():
         folder.mkdir(parents=True, exist_ok=True)
