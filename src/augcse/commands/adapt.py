@@ -1,41 +1,37 @@
 """``augcse adapt TEXTS``: adapt a sentence model to unlabelled texts and keep a candidate chosen without labels.
 
-Every input is checked first (one line, exit 2); then :func:`augcse.training.run.run` trains the base recipe
-``adapt`` (with the ``--method`` override set and the user's ``key=value`` overrides) to the largest budget,
+Every input is checked first (one line, exit 2), before any model loads or anything is written
+(:mod:`augcse.training.adapt_inputs`); then :func:`augcse.training.run.run` trains the base recipe ``adapt``
+(with the ``--method`` override set and the user's ``key=value`` overrides) to the largest budget on the run
+folder's copy of the texts (``texts/``, written once the run folder is claimed),
 :class:`augcse.training.snapshots.Snapshots` keeping the weights at each budget; :func:`augcse.training.adapt.select`
-scores every (budget, α) candidate on held-out texts and writes ``final/`` and ``adapt.json``;
-:func:`augcse.report.adapt.write_report` writes the report. The verdict line is printed last.
+scores every (budget, α) candidate on held-out texts and writes ``final/`` and ``adapt.json`` (with every input as
+given and as used); :func:`augcse.report.adapt.write_report` writes the report. The verdict line is printed last.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from augcse.commands.main import begin_work
 from augcse.commands.train import IntermixedParser
 
 
-def _numbers(kind: type, what: str):
-    def parse(text: str):
-        try:
-            return [kind(v) for v in text.split(",") if v.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what}: {text!r} is not a comma-separated list of numbers") from None
-    return parse
-
-
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     from augcse.training.adapt import METHODS, READERS
+    from augcse.training.adapt_inputs import DEFAULTS
 
     parser = subparsers.add_parser("adapt", help="adapt a model to your unlabelled texts; keep a candidate chosen "
                                                  "without labels", description=__doc__.splitlines()[0])
     parser.__class__ = IntermixedParser
     parser.add_argument("texts", help=f"your texts: {', '.join(READERS)} (one text per line in .txt)")
     parser.add_argument("overrides", nargs="*", help="recipe overrides key=value, e.g. name=tickets seed=1")
-    parser.add_argument("--column", default="text", help="the text column (CSV/TSV/Parquet) or key (JSON-lines)")
+    parser.add_argument("--column", help="the text column (CSV/TSV/Parquet) or key (JSON-lines); default "
+                                         f"{DEFAULTS['column']}")
     parser.add_argument("--sample", help="labelled CSV (text,label): scored for every candidate and reported, "
                                          "never used to choose unless --choose-by-sample")
     parser.add_argument("--sample-task", help="a registered labelled task (e.g. SNIPS) scored like --sample, "
@@ -44,96 +40,132 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                                                                    "(fewer few-shot splits): for large sets on a CPU")
     parser.add_argument("--choose-by-sample", action="store_true", help="choose by the sample's score instead")
     parser.add_argument("--method", default="simcse", help=f"one of {', '.join(METHODS)} (default simcse)")
-    parser.add_argument("--budgets", type=_numbers(int, "--budgets"), default=[16, 64, 128],
-                        help="training steps at which candidates are kept (default 16,64,128: the design study's)")
-    parser.add_argument("--alphas", type=_numbers(float, "--alphas"), default=[0.25, 0.5, 1],
-                        help="interpolation weights toward the adapted model (the starting model is always a "
-                             "candidate; default 0.25,0.5,1: the design study's)")
-    parser.add_argument("--held-out", type=int, default=256, help="texts kept out of training for the criteria")
-    parser.add_argument("--clusters", type=int, default=10, help="K of the K-means stability criterion")
+    parser.add_argument("--budgets", help="training steps at which candidates are kept (default "
+                                          f"{DEFAULTS['budgets']}: the design study's)")
+    parser.add_argument("--alphas", help="interpolation weights toward the adapted model, each above 0 and at most 1 "
+                                         "(the starting model is always a candidate; default "
+                                         f"{DEFAULTS['alphas']}: the design study's)")
+    parser.add_argument("--held-out", help=f"texts kept out of training for the criteria (default "
+                                           f"{DEFAULTS['held_out']})")
+    parser.add_argument("--clusters", help=f"K of the K-means stability criterion (default {DEFAULTS['clusters']})")
     parser.add_argument("--data-dir", help="data directory (default: $AUGCSE_DATA)")
     parser.add_argument("--resume", action="store_true", help="continue an unfinished run (or redo the choice of "
-                                                              "a finished one)")
+                                                              "a finished one) on the same texts")
     parser.add_argument("--overwrite", action="store_true", help="empty the run folder first")
     parser.set_defaults(func=_run_cli)
 
 
-def _check_sample(path: str) -> None:
-    sample = Path(path)
-    if not sample.is_file():
-        raise ValueError(f"--sample {path}: no such file")
-    try:
-        with open(sample, encoding="utf-8", newline="") as f:
-            columns = csv.DictReader(f).fieldnames or []
-    except UnicodeDecodeError:
-        from augcse.core.textfile import why_not_utf8
+@dataclass(frozen=True)
+class Checked:
+    """Everything adapt runs with, each value checked: the recipe, the texts and the flags as used."""
 
-        raise ValueError(f"--sample {path}: {why_not_utf8(path)}") from None
-    if not {"text", "label"} <= set(columns):
-        raise ValueError(f"--sample {path}: needs the columns text,label (has: {', '.join(columns) or 'none'})")
+    recipe: Any
+    texts: Any  # augcse.training.adapt_inputs.Texts
+    budgets: tuple[int, ...]
+    alphas: tuple[float, ...]
+    clusters: int
+    task: str | None  # the labelled sample's task, when one is scored
+    record: dict[str, Any]  # every input as given and as used, for adapt.json
+
+
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags that need no file, parsed and checked, and their combinations."""
+    from augcse.training.adapt import METHODS
+    from augcse.training.adapt_inputs import (DEFAULTS, MIN_HELD_OUT, check_method, check_overrides, parse_alphas,
+                                              parse_budgets, parse_count)
+
+    flags = {"method": check_method(args.method, list(METHODS)),
+             "budgets": parse_budgets(args.budgets or DEFAULTS["budgets"]),
+             "alphas": parse_alphas(args.alphas or DEFAULTS["alphas"]),
+             "held_out": parse_count(args.held_out or DEFAULTS["held_out"], "--held-out", MIN_HELD_OUT),
+             "clusters": parse_count(args.clusters or DEFAULTS["clusters"], "--clusters", 2)}
+    for flag, on in (("--sample-fast", args.sample_fast), ("--choose-by-sample", args.choose_by_sample)):
+        if on and not (args.sample or args.sample_task):
+            raise ValueError(f"{flag} needs --sample FILE or --sample-task NAME")
+    if args.sample and args.sample_task:
+        raise ValueError("give either --sample FILE or --sample-task NAME, not both")
+    check_overrides(args.overrides)
+    return flags
+
+
+def _sample(args: argparse.Namespace) -> tuple[str | None, dict[str, Any]]:
+    """The task scoring the labelled sample (None without one) and its record."""
+    from augcse.training.adapt_inputs import check_sample, check_sample_task, file_record, given_and_used
+
+    if args.sample:
+        return check_sample(args.sample), {"sample": file_record(args.sample)}
+    if args.sample_task:
+        task = check_sample_task(args.sample_task)
+        return task, {"sample_task": given_and_used(args.sample_task, task)}
+    return None, {}
+
+
+def _texts(args: argparse.Namespace, flags: dict[str, Any], probe: Any) -> tuple[Any, int]:
+    """The texts read, split and checked against the flags and the recipe's batch; how many were read."""
+    from augcse.core.sanity import check_distinct
+    from augcse.training.adapt import read_texts, split_texts
+    from augcse.training.adapt_inputs import DEFAULTS, Texts, check_sizes, file_record
+
+    column = args.column or DEFAULTS["column"]
+    texts = read_texts(args.texts, column, minimum=1)
+    batch = int(probe.training.get("per_device_train_batch_size", 32))
+    check_sizes(args.texts, len(texts), flags["held_out"], flags["clusters"], batch)
+    train, held = split_texts(texts, flags["held_out"], probe.seed)
+    check_distinct(args.texts, train, batch)
+    used_column = None if Path(args.texts).suffix.lower() == ".txt" else column
+    source = {**file_record(args.texts), "column": used_column, "held_out": flags["held_out"], "seed": probe.seed}
+    return Texts(source, train, held), len(texts)
+
+
+def check(args: argparse.Namespace) -> Checked:
+    """Every flag, override, file and size checked, nothing written and nothing loaded; one line when wrong."""
+    from augcse.training.adapt import METHODS
+    from augcse.training.adapt_inputs import TEXTS, TRAIN_TEXTS, inputs_record, source_mismatch
+    from augcse.training.recipes.config import load_recipe
+
+    flags = _flags(args)
+    task, sample_record = _sample(args)
+    base = [f"name=adapt-{Path(args.texts).stem}", *METHODS[flags["method"]]]
+    probe = load_recipe(None, "adapt", [*base, *args.overrides])
+    texts, read = _texts(args, flags, probe)
+    if args.resume and (why := source_mismatch(probe.run_dir, texts.source)):
+        raise ValueError(why)
+    copy = (probe.run_dir / TEXTS / TRAIN_TEXTS).resolve()
+    recipe = load_recipe(None, "adapt", [*base, f"data.corpus={copy}", f"training.max_steps={max(flags['budgets'])}",
+                                         *args.overrides], check_output=True)
+    given = {flag: getattr(args, flag) for flag in ("column", *flags)}
+    record = inputs_record(texts, read, given, {"column": texts.source["column"], **flags}, sample_record)
+    return Checked(recipe, texts, flags["budgets"], flags["alphas"], flags["clusters"], task, record)
 
 
 def _run_cli(args: argparse.Namespace) -> int:
-    from augcse.training.adapt import METHODS, read_texts
-    from augcse.training.budgets import check_budgets
-    from augcse.training.recipes.config import load_recipe, parse_override
-
-    if args.method not in METHODS:
-        raise ValueError(f"--method {args.method}: unknown; one of {', '.join(METHODS)}")
-    budgets = check_budgets(args.budgets)
-    if not args.alphas or any(not 0 <= a <= 1 for a in args.alphas):
-        raise ValueError(f"--alphas {args.alphas}: each must be between 0 and 1")
-    if args.held_out < 16 or args.clusters < 2:
-        raise ValueError("--held-out must be at least 16 and --clusters at least 2")
-    if args.sample_fast and not (args.sample or args.sample_task):
-        raise ValueError("--sample-fast needs --sample FILE or --sample-task NAME")
-    if args.choose_by_sample and not (args.sample or args.sample_task):
-        raise ValueError("--choose-by-sample needs --sample FILE or --sample-task NAME")
-    if args.sample and args.sample_task:
-        raise ValueError("give either --sample FILE or --sample-task NAME, not both")
-    if args.sample_task:
-        from augcse.evaluation.tasks import resolve_tasks
-
-        try:
-            resolve_tasks(args.sample_task)
-        except (KeyError, ValueError) as exc:
-            raise ValueError(f"--sample-task {args.sample_task}: {str(exc).strip(chr(34) + chr(39))}") from None
-    if args.sample:
-        _check_sample(args.sample)
-    for text in args.overrides:
-        parse_override(text)
-    texts = read_texts(args.texts, args.column, minimum=args.held_out + 32)
-    if args.clusters >= args.held_out:
-        raise ValueError(f"--clusters {args.clusters}: must be fewer than the {args.held_out} held-out texts")
-    probe = load_recipe(None, "adapt", [f"name=adapt-{Path(args.texts).stem}", *args.overrides])
-    from augcse.training.adapt import write_split
-
-    train_file, held = write_split(texts, Path(probe.output_dir) / ".adapt-texts", args.held_out, probe.seed)
-    overrides = [f"name=adapt-{Path(args.texts).stem}", *METHODS[args.method], f"data.corpus={train_file.resolve()}",
-                 f"training.max_steps={max(budgets)}", *args.overrides]
-    recipe = load_recipe(None, "adapt", overrides, check_output=True)
+    from augcse.assets.resolve import data_dir as resolve_data_dir
+    from augcse.core.folder_lock import folder_lock
     from augcse.report.adapt import write_report
     from augcse.training.adapt import select
-    from augcse.training.snapshots import Snapshots
-    from augcse.training.run import RunError, run
+    from augcse.training.adapt_inputs import prepare_texts
     from augcse.training.rundir import FINISHED
-    from augcse.assets.resolve import data_dir as resolve_data_dir
+    from augcse.training.run import RunError, run
+    from augcse.training.snapshots import Snapshots
 
+    checked = check(args)
+    recipe = checked.recipe
     begin_work()
-    finished = (recipe.run_dir / FINISHED).is_file() and args.resume
-    if not finished:
+    if not ((recipe.run_dir / FINISHED).is_file() and args.resume):
         try:
             result = run(recipe, args.data_dir, resume=args.resume, overwrite=args.overwrite,
-                         callbacks=[Snapshots(budgets, recipe.run_dir)])
+                         callbacks=[Snapshots(checked.budgets, recipe.run_dir)],
+                         prepare=lambda checkpoint: prepare_texts(recipe.run_dir, checked.texts, checkpoint))
         except RunError as exc:
             print(f"augcse adapt: error: {exc}", file=sys.stderr)
             return 1
         if result.get("stopped"):
             return 130
         print("training done; choosing among the candidates without labels (final/ becomes the one kept)", flush=True)
-    task = f"clustering:{Path(args.sample).resolve()}" if args.sample else args.sample_task
-    record = select(recipe.run_dir, held, budgets, args.alphas, task, resolve_data_dir(args.data_dir),
-                    args.choose_by_sample, args.clusters, recipe.eval.batch_size, args.sample_fast)
-    md, _ = write_report(record, recipe.run_dir)
+    with folder_lock(recipe.run_dir, "name="):
+        record = select(recipe.run_dir, checked.texts.held, checked.budgets, checked.alphas, checked.task,
+                        resolve_data_dir(args.data_dir), args.choose_by_sample, checked.clusters,
+                        recipe.eval.batch_size, args.sample_fast, checked.record)
+        md, _ = write_report(record, recipe.run_dir)
     print(f"\n{record['verdict']}\nreport: {md}; model: {recipe.run_dir / 'final'}", flush=True)
     return 0

@@ -10,6 +10,12 @@ from typing import Any
 from augcse.core.document import Document, Heading, Image, Paragraph, Table
 
 CRITERIA = ("heldout_loss", "knn_overlap", "rankme", "alignment", "uniformity", "kmeans_stability")
+# what each rule of adapt.json is, in the report's words (docs/ADAPTATION.md tells how the rule was chosen)
+RULES = {
+    "choose": "frozen before four held-out sets were run and measured on them (docs/ADAPTATION.md): it keeps the "
+              "candidate that moved furthest within the neighbour floor, which is not a promise of a better model",
+    "choose_by_sample": "the best score on the labelled sample (--choose-by-sample)",
+}
 
 
 def _by_alpha(record: dict[str, Any], value) -> dict[float, tuple[list[int], list[float]]]:
@@ -47,6 +53,27 @@ def plot(record: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def _inputs(inputs: dict[str, Any]) -> list:
+    """What the run was given and what it used (absent from records written before adapt kept them)."""
+    if not inputs:
+        return []
+    texts = inputs["texts"]
+    rows = [["texts", texts["given"], f"{texts['copy']['train']} ({texts['train_texts']} texts), "
+                                      f"{texts['copy']['held_out']}; sha256 {texts['sha256'][:16]}…"]]
+    rows += [[f"--{key.replace('_', '-')}", _shown(value["given"], "(default)"), _shown(value["used"], "—")]
+             for key, value in inputs.items() if key not in ("texts", "sample")]
+    if "sample" in inputs:
+        rows.append(["sample", inputs["sample"]["given"], f"sha256 {inputs['sample']['sha256'][:16]}…"])
+    return [Heading("What ran"), Table(["input", "as given", "as used"], rows, align_right=False)]
+
+
+def _shown(value: Any, missing: str) -> str:
+    if value is None:
+        return missing
+    return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) if isinstance(value, list) \
+        else str(value)
+
+
 def write_report(record: dict[str, Any], run_dir: Path) -> tuple[Path, Path]:
     """Write ``adapt.md`` and ``adapt.html`` into ``run_dir``; the title (first line) is the verdict."""
     task = record.get("sample_task")
@@ -55,9 +82,10 @@ def write_report(record: dict[str, Any], run_dir: Path) -> tuple[Path, Path]:
              *([f"{r['sample'][task]:.2f}"] if task else [])] for r in record["candidates"]]
     chosen = record["chosen"]
     doc = Document(record["verdict"]).add(
-        Paragraph(f"Rule: `{record['rule']}` (provisional: not yet measured against labelled scores). Kept: step "
-                  f"{chosen['step']}, α {chosen['alpha']:g}; final/ holds those weights. Criteria on "
-                  f"{record['held_out_texts']} held-out texts never trained on."),
+        Paragraph(f"Rule: `{record['rule']}` ({RULES[record['rule']]}). Kept: step {chosen['step']}, α "
+                  f"{chosen['alpha']:g}; final/ holds those weights. Criteria on {record['held_out_texts']} held-out "
+                  "texts never trained on."),
+        *_inputs(record.get("inputs") or {}),
         Heading("Candidates"), Table(header, rows),
         Image(plot(record, run_dir / "adapt.png").resolve(), "label-free criteria against step, one line per α"),
     )

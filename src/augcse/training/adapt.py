@@ -12,7 +12,6 @@ held-out sets were run (docs/ADAPTATION.md): the candidate that moved furthest w
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import random
 from collections.abc import Callable, Sequence
@@ -21,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from augcse.core.outputs import write_text_atomically
-from augcse.core.textfile import read_lines, why_not_utf8
+from augcse.core.paths import expect_file
+from augcse.core.textfile import read_text, why_not_utf8
 
 MIN_AGREEMENT = 0.93  # share of the starting model's 10 nearest neighbours a kept candidate must keep (design study)
 RECORD = "adapt.json"
@@ -53,15 +53,28 @@ METHODS: dict[str, list[str]] = {
 def _csv_texts(path: Path, column: str, delimiter: str) -> list[str]:
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f, delimiter=delimiter)
-        if column not in (reader.fieldnames or []):
-            raise ValueError(f"{path}: no column {column!r} (columns: {', '.join(reader.fieldnames or [])}); "
-                             "name the text column with --column")
+        if reader.fieldnames is None:
+            raise ValueError(f"{path}: is empty; give a file whose first line names its columns, the texts under "
+                             "one of them (--column, default text)")
+        if column not in reader.fieldnames:
+            raise ValueError(f"{path}: no column {column!r} (columns: {', '.join(reader.fieldnames)}); name the text "
+                             "column with --column")
         return [row[column] or "" for row in reader]
+
+
+def _lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 file, ending where the corpus reader ends them (at CR in a file of old Mac line ends);
+    a file that is not UTF-8 is refused naming it and what it most likely is."""
+    from augcse.text.corpus import HEAD_BYTES
+
+    text = read_text(path, str(path))
+    head = text[:HEAD_BYTES]
+    return text.split("\r" if "\r" in head and "\n" not in head else "\n")
 
 
 def _jsonl_texts(path: Path, column: str) -> list[str]:
     texts = []
-    for number, line in enumerate(read_lines(path), 1):
+    for number, line in enumerate(_lines(path), 1):
         if not line.strip():
             continue
         try:
@@ -91,19 +104,17 @@ READERS: dict[str, Callable[[Path, str], list[str]]] = {
     ".tsv": lambda p, c: _csv_texts(p, c, "\t"),
     ".jsonl": _jsonl_texts,
     ".parquet": _parquet_texts,
-    ".txt": lambda p, c: list(read_lines(p)),
+    ".txt": lambda p, c: _lines(p),
 }
 
 
 def read_texts(path: str | Path, column: str = "text", minimum: int = 32) -> list[str]:
     """The non-empty texts of ``path`` (by suffix: :data:`READERS`); a wrong file is one ``ValueError`` line."""
-    path = Path(path)
+    path = expect_file(path, "texts file", f"one of {', '.join(READERS)}")
     reader = READERS.get(path.suffix.lower())
     if reader is None:
         raise ValueError(f"{path}: unknown kind of file {path.suffix or '(no suffix)'}; give one of "
                          f"{', '.join(READERS)}")
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
     try:
         texts = [t.strip() for t in reader(path, column) if t and t.strip()]
     except UnicodeDecodeError as exc:
@@ -120,17 +131,6 @@ def split_texts(texts: Sequence[str], held_out: int, seed: int) -> tuple[list[st
     held = sorted(order[:held_out])
     kept = set(held)
     return [t for i, t in enumerate(texts) if i not in kept], [texts[i] for i in held]
-
-
-def write_split(texts: Sequence[str], folder: Path, held_out: int, seed: int) -> tuple[Path, list[str]]:
-    """Write the training texts to ``folder/<digest>/train.txt`` (same texts, same file: a resume finds it)."""
-    train, held = split_texts(texts, held_out, seed)
-    digest = hashlib.sha256("\n".join([str(seed), str(held_out), *texts]).encode()).hexdigest()[:16]
-    path = folder / digest / "train.txt"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(path, "".join(t.replace("\n", " ") + "\n" for t in train))
-    return path, held
 
 
 # --------------------------------------------------------------------------- candidates along one run
@@ -235,8 +235,9 @@ def candidate_grid(budgets: Sequence[int], alphas: Sequence[float]) -> list[tupl
 
 def select(run_dir: Path, held: Sequence[str], budgets: Sequence[int], alphas: Sequence[float],
            sample_task: str | None, data_dir: Path | None, by_sample: bool, clusters: int,
-           batch_size: int, sample_fast: bool = False) -> dict[str, Any]:
-    """Score every candidate, choose, write ``final/`` (the chosen weights) and ``adapt.json``; the record."""
+           batch_size: int, sample_fast: bool = False, what_ran: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Score every candidate, choose, write ``final/`` (the chosen weights) and ``adapt.json``; the record.
+    ``what_ran``: every input of the run as given and as used (``inputs`` in the record)."""
     from sentence_transformers import SentenceTransformer
     from tqdm.auto import tqdm
 
@@ -270,6 +271,7 @@ def select(run_dir: Path, held: Sequence[str], budgets: Sequence[int], alphas: S
               "rule": "choose_by_sample" if by_sample and sample_task else "choose",
               "min_agreement": MIN_AGREEMENT, "chooser_inputs": inputs, "candidates": records,
               "budgets_not_reached": [b for b in budgets if b not in reached],
-              "held_out_texts": len(held), "sample_task": sample_task, "sample_fast": sample_fast}
+              "held_out_texts": len(held), "sample_task": sample_task, "sample_fast": sample_fast,
+              "inputs": what_ran or {}}
     write_text_atomically(Path(run_dir) / RECORD, json.dumps(record, indent=2))
     return record

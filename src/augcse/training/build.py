@@ -106,17 +106,18 @@ def build_loss(recipe: Recipe, model):
     return LOSSES[recipe.loss.name](model, **recipe.loss.params)
 
 
-def check_inputs(recipe: Recipe, root: Path | None) -> Path:
+def check_inputs(recipe: Recipe, root: Path | None, corpus: bool = True) -> Path | None:
     """Everything the run names that can be checked without loading: the corpus, the model, the output folder.
 
-    The output folder is created (or found) and proven writable with a probe file. Returns the corpus file.
+    The output folder is created (or found) and proven writable with a probe file. Returns the corpus file (None
+    with ``corpus`` false: a corpus the run writes itself once its folder is claimed).
     Raises one-line errors (exit 2 from the CLI) before any model, spaCy pipeline or corpus loads.
     """
     check_output_dir(recipe)
     if recipe.eval.budgets and world_size() > 1:
         raise RecipeError("recipe key 'eval.budgets': budgets are scored in one process; train with one process "
                           "or drop eval.budgets")
-    corpus = resolve_corpus(recipe, root)
+    found = resolve_corpus(recipe, root) if corpus else None
     location = resolve_model(recipe.model.backbone)
     try:
         check_readable(location)
@@ -128,7 +129,7 @@ def check_inputs(recipe: Recipe, root: Path | None) -> Path:
             resolve_model(name)
         except AssetError as exc:
             raise RecipeError(f"recipe key 'loss.params.generator': {exc}") from None
-    return corpus
+    return found
 
 
 def _check_model_config(location: str, recipe: Recipe) -> None:

@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -39,20 +39,24 @@ TIME_FILE = "time.json"  # seconds of each part of a resumed run
 
 
 def run(recipe: Recipe, data_dir: str | Path | None = None, resume: bool | str = False, overwrite: bool = False,
-        callbacks: Sequence[Any] = ()) -> dict:
+        callbacks: Sequence[Any] = (), prepare: Callable[[Path | None], Path] | None = None) -> dict:
     """Train ``recipe`` end to end; returns the run summary (also written to ``run_dir/summary.json``).
 
     ``callbacks`` are extra ``TrainerCallback`` objects; ``eval.budgets`` adds
-    :class:`augcse.training.budgets.BudgetEvaluation` itself.
+    :class:`augcse.training.budgets.BudgetEvaluation` itself. ``prepare``, for a command that writes the run's
+    corpus into the run folder (``augcse adapt``'s texts): called once the folder is claimed (emptied first on
+    ``--overwrite``) with the checkpoint resumed from, it returns the corpus file; it is not checked before.
     The process with rank 0 claims the run folder (see :mod:`augcse.training.rundir`) for the whole run. The recipe
     is validated first (one line, exit 2 from the CLI), whether it came from a file or was built in Python.
     """
     recipe = validate_recipe(recipe)
     root = resolve_data_dir(data_dir)
-    corpus_path = check_inputs(recipe, root)
+    corpus_path = check_inputs(recipe, root, corpus=prepare is None)
     folder = RunFolder(recipe.run_dir)
     try:
         checkpoint = agreed_checkpoint(folder, recipe, resume, overwrite)
+        if prepare is not None:
+            corpus_path = prepare(checkpoint)
         return _train(recipe, root, corpus_path, checkpoint, callbacks)
     except Exception as exc:
         if world_size() == 1 or isinstance(exc, RunFolderError):  # a refusal reaches every rank by itself
