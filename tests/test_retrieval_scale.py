@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+import typing
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ import augcse.text.retrieval as retrieval
 import augcse.text.retrieval_shards as retrieval_shards
 from augcse.core.schema import RecipeError
 from augcse.text.retrieval import build_neighbours, dedupe_corpus, mean_pooled
-from augcse.text.retrieval_index import EXACT_BELOW, IndexChoice, build_index, ivf_lists
+from augcse.text.retrieval_index import (EXACT_BELOW, INDEX_KINDS, PQ_TRAIN_FLOOR, IndexChoice, IndexKind, build_index,
+                                        ivf_lists)
 from augcse.text.retrieval_shards import resolve_shards, shard_rows
 
 
@@ -70,6 +72,23 @@ def test_auto_below_the_threshold_keeps_the_lists_and_the_cache_key(tiny_st, tmp
         _, ids = exact.search(vectors[position[retrieval.normalise(query)]][None], 10)
         expected = [i for i in ids[0] if i != position[retrieval.normalise(query)]][:8]
         assert found.ids[row].tolist() == expected
+
+
+FAISS_CLASS = {"flat": "IndexFlatIP", "ivf": "IndexIVFFlat", "ivfpq": "IndexIVFPQ", "hnsw": "IndexHNSWFlat"}
+
+
+def test_every_kind_a_recipe_may_name_has_a_builder():
+    assert set(typing.get_args(IndexKind)) == {"auto", *INDEX_KINDS} and set(INDEX_KINDS) == set(FAISS_CLASS)
+
+
+@pytest.mark.parametrize("kind", sorted(INDEX_KINDS))
+def test_each_kind_builds_its_own_index_filled_and_keyed_by_its_name(kind):
+    """The registry's builder for ``kind`` gives that Faiss class holding every vector, and the cache key
+    names the kind (the exact index alone keeps the key of before)."""
+    points = clustered(PQ_TRAIN_FLOOR if kind == "ivfpq" else 2_000)
+    index = build_index(points, IndexChoice(kind))
+    assert type(index).__name__ == FAISS_CLASS[kind] and index.ntotal == len(points)
+    assert IndexChoice(kind).identity(len(points)).get("kind") == (None if kind == "flat" else kind)
 
 
 @pytest.mark.parametrize("choice, bound8, bound64", [(IndexChoice("ivf"), 0.9, 0.9), (IndexChoice("hnsw"), 0.9, 0.9),

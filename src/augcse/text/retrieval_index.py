@@ -8,13 +8,15 @@ docs/SCALE.md puts ahead of the inverted file at 10^5 and 10^6 (higher recall fo
 graph is built on one thread, so two builds give the same lists. ``ivf`` (``IndexIVFFlat``: seeded k-means
 cells, of which each query searches the ``nprobe`` nearest) is offered too, and ``ivfpq`` (``IndexIVFPQ``),
 which stores each vector as :func:`pq_codes` bytes instead of 4 per dimension, for corpora whose vectors do
-not fit in memory (10^8 sentences); its lists are approximate twice over (cells and codes).
+not fit in memory (10^8 sentences); its lists are approximate twice over (cells and codes). Each kind is one
+entry of :data:`INDEX_KINDS`: its builder, what its lists depend on, whether a GPU can search it.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -62,17 +64,9 @@ class IndexChoice:
     def identity(self, n: int) -> dict[str, Any]:
         """What the neighbour lists depend on beyond the exact default, for the cache key: empty for the exact
         index on the CPU, so lists mined before indexes were a choice keep their keys."""
-        kind = self.resolved(n)
-        out: dict[str, Any] = {}
-        if kind in ("ivf", "ivfpq"):
-            out = {"kind": kind, "nlist": ivf_lists(n), "nprobe": self.nprobe, "kmeans_seed": KMEANS_SEED,
-                   "train_per_list": TRAIN_POINTS_PER_LIST}
-            if kind == "ivfpq":
-                out["pq_bits"] = PQ_BITS
-        elif kind == "hnsw":
-            out = {"kind": "hnsw", "m": self.hnsw_m, "ef_search": self.ef_search,
-                   "ef_construction": HNSW_EF_CONSTRUCTION, "build_threads": 1}
-        if self.gpu and kind != "hnsw" and gpu_available():  # GPU sums differ from the CPU's in the last bits
+        kind = INDEX_KINDS[self.resolved(n)]
+        out = kind.identity(n, self)
+        if self.gpu and kind.gpu and gpu_available():  # GPU sums differ from the CPU's in the last bits
             out["gpu"] = True
         return out
 
@@ -84,42 +78,94 @@ def gpu_available() -> bool:
     return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
 
 
-def build_index(vectors: np.ndarray, choice: IndexChoice):
-    """A CPU index of ``vectors`` (float32, L2-normalised rows; inner product is cosine), trained and filled."""
+def _flat(vectors: np.ndarray, choice: IndexChoice):
+    import faiss
+
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    index.add(vectors)
+    return index
+
+
+def _ivf(vectors: np.ndarray, choice: IndexChoice):
     import faiss
 
     n, dim = vectors.shape
-    kind = choice.resolved(n)
-    if kind == "ivfpq" and n < PQ_TRAIN_FLOOR:
+    return _trained(faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(n), faiss.METRIC_INNER_PRODUCT),
+                    vectors, choice)
+
+
+def _ivfpq(vectors: np.ndarray, choice: IndexChoice):
+    import faiss
+
+    n, dim = vectors.shape
+    if n < PQ_TRAIN_FLOOR:
         raise ValueError(f"index: ivfpq needs at least {PQ_TRAIN_FLOOR:,} sentences to train its codes (this corpus "
                          f"has {n:,}); use index: flat or ivf")
-    if kind == "flat":
-        index = faiss.IndexFlatIP(dim)
-    elif kind in ("ivf", "ivfpq"):
-        index = (faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(n), faiss.METRIC_INNER_PRODUCT)
-                 if kind == "ivf" else faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, ivf_lists(n), pq_codes(dim),
-                                                        PQ_BITS, faiss.METRIC_INNER_PRODUCT))
-        index.cp.seed = KMEANS_SEED
-        if kind == "ivfpq":
-            index.pq.cp.seed = KMEANS_SEED
-        index.cp.max_points_per_centroid = TRAIN_POINTS_PER_LIST
-        index.train(vectors)
-        index.nprobe = min(choice.nprobe, index.nlist)
-    else:
-        index = faiss.IndexHNSWFlat(dim, choice.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        index.hnsw.efSearch = choice.ef_search
-    if kind == "hnsw":  # threads insert in an order of their own: one thread makes the graph the same each build
-        threads = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(1)
-        try:
-            index.add(vectors)
-        finally:
-            faiss.omp_set_num_threads(threads)
-    else:
+    index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, ivf_lists(n), pq_codes(dim), PQ_BITS,
+                             faiss.METRIC_INNER_PRODUCT)
+    index.pq.cp.seed = KMEANS_SEED
+    return _trained(index, vectors, choice)
+
+
+def _trained(index, vectors: np.ndarray, choice: IndexChoice):
+    """An inverted file's seeded k-means cells trained on a bounded sample, filled, searching ``nprobe`` cells."""
+    index.cp.seed = KMEANS_SEED
+    index.cp.max_points_per_centroid = TRAIN_POINTS_PER_LIST
+    index.train(vectors)
+    index.nprobe = min(choice.nprobe, index.nlist)
+    index.add(vectors)
+    return index
+
+
+def _hnsw(vectors: np.ndarray, choice: IndexChoice):
+    import faiss
+
+    index = faiss.IndexHNSWFlat(vectors.shape[1], choice.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    index.hnsw.efSearch = choice.ef_search
+    threads = faiss.omp_get_max_threads()  # threads insert in an order of their own: one makes the same graph
+    faiss.omp_set_num_threads(1)
+    try:
         index.add(vectors)
-    logger.info("retrieval: %s index of %d sentences%s", kind, n,
-                f" in {index.nlist} cells, searching {index.nprobe}" if kind != "flat" and kind != "hnsw" else "")
+    finally:
+        faiss.omp_set_num_threads(threads)
+    return index
+
+
+def _ivf_identity(n: int, choice: IndexChoice, kind: str = "ivf") -> dict[str, Any]:
+    return {"kind": kind, "nlist": ivf_lists(n), "nprobe": choice.nprobe, "kmeans_seed": KMEANS_SEED,
+            "train_per_list": TRAIN_POINTS_PER_LIST}
+
+
+def _hnsw_identity(n: int, choice: IndexChoice) -> dict[str, Any]:
+    return {"kind": "hnsw", "m": choice.hnsw_m, "ef_search": choice.ef_search,
+            "ef_construction": HNSW_EF_CONSTRUCTION, "build_threads": 1}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One index kind: how it is built (trained and filled), what its lists depend on, whether a GPU searches it."""
+
+    build: Callable[[np.ndarray, IndexChoice], Any]
+    identity: Callable[[int, IndexChoice], dict[str, Any]]
+    gpu: bool = True
+
+
+INDEX_KINDS: dict[str, Kind] = {  # ``auto`` is :meth:`IndexChoice.resolved`'s choice among these
+    "flat": Kind(_flat, lambda n, choice: {}),
+    "ivf": Kind(_ivf, _ivf_identity),
+    "ivfpq": Kind(_ivfpq, lambda n, choice: {**_ivf_identity(n, choice, "ivfpq"), "pq_bits": PQ_BITS}),
+    "hnsw": Kind(_hnsw, _hnsw_identity, gpu=False),  # Faiss has no GPU HNSW index
+}
+
+
+def build_index(vectors: np.ndarray, choice: IndexChoice):
+    """A CPU index of ``vectors`` (float32, L2-normalised rows; inner product is cosine), trained and filled."""
+    n = vectors.shape[0]
+    kind = choice.resolved(n)
+    index = INDEX_KINDS[kind].build(vectors, choice)
+    cells = f" in {index.nlist} cells, searching {index.nprobe}" if hasattr(index, "nprobe") else ""  # an IVF
+    logger.info("retrieval: %s index of %d sentences%s", kind, n, cells)
     return index
 
 
