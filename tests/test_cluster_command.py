@@ -92,6 +92,7 @@ def test_cluster_json_records_what_ran(finished, titles):
     assert record["stopping_reason"] and record["kept"] == "the trained model"
     assert record["rule"]["function"] == "augcse.training.cluster.stopping_rule"
     assert {"min_change", "plateau", "max_share", "max_empty", "checked_texts"} <= set(record["rule"])
+    assert record["start"]["seed"] == 42 and Path(record["start"]["folder"], "centroids.npy").is_file()
     assert sum(record["sizes_before"]) == sum(record["sizes_after"]) == 200
     trace = record["trace"]
     assert trace and [c["step"] for c in trace] == list(range(2, 2 * len(trace) + 1, 2))

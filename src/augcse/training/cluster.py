@@ -338,6 +338,8 @@ def write_results(run_dir: Path, texts: Sequence[str], inputs: Inputs, recipe, s
         "rule": {"function": "augcse.training.cluster.stopping_rule", **asdict(RULE),
                  "checked_texts": len(sample_indices(len(texts), recipe.seed)), "check_every": "each checkpoint",
                  "save_steps": recipe.training.get("save_steps")},
+        "start": {"centroids": "scikit-learn KMeans of the starting embeddings, 10 restarts", "seed": recipe.seed,
+                  "folder": str(Path(start_folder).resolve())},
         "sizes_before": _sizes(q_before.argmax(1), inputs.clusters).tolist(),
         "sizes_after": _sizes(q_after.argmax(1), inputs.clusters).tolist(),
         "trace": [{k: c[k] for k in ("step", "stop", "keep_start", "reason", "measures")} for c in trace["checks"]],
