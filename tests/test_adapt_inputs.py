@@ -136,6 +136,16 @@ def test_a_wrong_texts_file_is_named_as_the_user_gave_it(tmp_path, monkeypatch, 
     assert not (tmp_path / "runs").exists()                                                # no internal copy
 
 
+def test_a_corpus_check_after_the_claim_names_the_users_file(folder, tmp_path, monkeypatch, capsys):
+    """An override that leaves no text to train on is found when the copy is read, still before a model loads:
+    the line names the user's file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tweets.csv").write_bytes((folder / "tweets.csv").read_bytes())
+    line = refused(["adapt", "tweets.csv", "data.min_words=1000"], capsys)
+    assert "tweets.csv (as copied to runs/adapt-tweets/texts/train.txt)" in line and "has no usable" in line
+    assert str(tmp_path) not in line
+
+
 @pytest.mark.parametrize("change, message", [
     ("file", "--resume: tweets.csv is not the texts file this run started with"),
     ("column", "--resume: this run split its texts with other settings (column body → text)"),

@@ -12,6 +12,7 @@ given and as used); :func:`augcse.report.adapt.write_report` writes the report. 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,12 +139,18 @@ def check(args: argparse.Namespace) -> Checked:
     return Checked(recipe, texts, flags["budgets"], flags["alphas"], flags["clusters"], task, record)
 
 
+def _as_given(line: str, copy: Path, texts: str) -> str:
+    """``line`` with the run folder's copy of the texts (named either way) called by the user's file name."""
+    named = "|".join(re.escape(str(path)) for path in (copy.resolve(), copy))
+    return re.sub(named, lambda _: f"{texts} (as copied to {copy})", line)
+
+
 def _run_cli(args: argparse.Namespace) -> int:
     from augcse.assets.resolve import data_dir as resolve_data_dir
     from augcse.core.folder_lock import folder_lock
     from augcse.report.adapt import write_report
     from augcse.training.adapt import select
-    from augcse.training.adapt_inputs import prepare_texts
+    from augcse.training.adapt_inputs import TEXTS, TRAIN_TEXTS, prepare_texts
     from augcse.training.rundir import FINISHED
     from augcse.training.run import RunError, run
     from augcse.training.snapshots import Snapshots
@@ -159,6 +166,8 @@ def _run_cli(args: argparse.Namespace) -> int:
         except RunError as exc:
             print(f"augcse adapt: error: {exc}", file=sys.stderr)
             return 1
+        except ValueError as exc:  # the corpus checks read the copy: their line names the user's file instead
+            raise ValueError(_as_given(str(exc), recipe.run_dir / TEXTS / TRAIN_TEXTS, args.texts)) from None
         if result.get("stopped"):
             return 130
         print("training done; choosing among the candidates without labels (final/ becomes the one kept)", flush=True)
