@@ -89,7 +89,7 @@ def test_reading_holds_no_list_of_the_lines(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     size = path.stat().st_size  # about 18 MB; a list of its lines takes about 30 MB in Python
     del lines
-    # shuffle and limit hold one batch and 8 bytes per line; dedupe adds 16 (up to 40 while its runs merge)
+    # shuffle and limit hold one batch and 4 bytes per line; dedupe adds 16 (up to 40 while its runs merge)
     for options, bound in (({"shuffle": True, "limit": 150_000}, size / 5), ({"dedupe": True}, size / 2)):
         tracemalloc.start()
         try:
