@@ -78,7 +78,7 @@ def assert_what_ran(inputs: dict, run: Path, texts: Path, sample: Path) -> None:
                                "column": "text", "held_out": 48, "seed": 42, "texts_read": 200, "train_texts": 152,
                                "copy": {"train": "texts/train.txt", "held_out": "texts/held-out.txt"}}
     assert inputs["column"] == {"given": None, "used": "text"}
-    assert inputs["method"] == {"given": "simcse", "used": "simcse"}
+    assert inputs["method"] == {"given": None, "used": "simcse"}  # null: left at its default
     assert inputs["budgets"] == {"given": "2,4", "used": [2, 4]}
     assert inputs["alphas"] == {"given": "0.5,1", "used": [0.5, 1.0]}
     assert inputs["held_out"] == {"given": "48", "used": 48} and inputs["clusters"] == {"given": "4", "used": 4}

@@ -68,6 +68,8 @@ BAD_FLAGS = [
     (["--alphas", ","], "--alphas: give at least one weight"),
     (["--alphas", "0.5,0.5"], "0.5 is given twice"),
     (["--budgets", ","], "--budgets: give at least one step count"),
+    (["--budgets", ""], "--budgets: give at least one step count"),  # given empty: not the default
+    (["--column", ""], "tweets.csv: no column ''"),
     (["--budgets", "0"], "'0' is not a positive whole number of steps"),
     (["--budgets", "2.5"], "'2.5' is not a positive whole number of steps"),
     (["--budgets", "4,4"], "4 is given twice"),

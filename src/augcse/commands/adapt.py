@@ -40,7 +40,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--sample-fast", action="store_true", help="score the sample in the task's fast mode "
                                                                    "(fewer few-shot splits): for large sets on a CPU")
     parser.add_argument("--choose-by-sample", action="store_true", help="choose by the sample's score instead")
-    parser.add_argument("--method", default="simcse", help=f"one of {', '.join(METHODS)} (default simcse)")
+    parser.add_argument("--method", help=f"one of {', '.join(METHODS)} (default {DEFAULTS['method']})")
     parser.add_argument("--budgets", help="training steps at which candidates are kept (default "
                                           f"{DEFAULTS['budgets']}: the design study's)")
     parser.add_argument("--alphas", help="interpolation weights toward the adapted model, each above 0 and at most 1 "
@@ -75,11 +75,15 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
     from augcse.training.adapt_inputs import (DEFAULTS, MIN_HELD_OUT, check_method, check_overrides, parse_alphas,
                                               parse_budgets, parse_count)
 
-    flags = {"method": check_method(args.method, list(METHODS)),
-             "budgets": parse_budgets(args.budgets or DEFAULTS["budgets"]),
-             "alphas": parse_alphas(args.alphas or DEFAULTS["alphas"]),
-             "held_out": parse_count(args.held_out or DEFAULTS["held_out"], "--held-out", MIN_HELD_OUT),
-             "clusters": parse_count(args.clusters or DEFAULTS["clusters"], "--clusters", 2)}
+    def value(key: str) -> str:  # as given, or the default when the flag was not passed (an empty value is given)
+        given = getattr(args, key)
+        return DEFAULTS[key] if given is None else given
+
+    flags = {"method": check_method(value("method"), list(METHODS)),
+             "budgets": parse_budgets(value("budgets")),
+             "alphas": parse_alphas(value("alphas")),
+             "held_out": parse_count(value("held_out"), "--held-out", MIN_HELD_OUT),
+             "clusters": parse_count(value("clusters"), "--clusters", 2)}
     for flag, on in (("--sample-fast", args.sample_fast), ("--choose-by-sample", args.choose_by_sample)):
         if on and not (args.sample or args.sample_task):
             raise ValueError(f"{flag} needs --sample FILE or --sample-task NAME")
@@ -107,7 +111,7 @@ def _texts(args: argparse.Namespace, flags: dict[str, Any], probe: Any) -> tuple
     from augcse.training.adapt import read_texts, split_texts
     from augcse.training.adapt_inputs import DEFAULTS, Texts, check_sizes, file_record
 
-    column = args.column or DEFAULTS["column"]
+    column = DEFAULTS["column"] if args.column is None else args.column
     texts = read_texts(args.texts, column, minimum=1)
     batch = int(probe.training.get("per_device_train_batch_size", 32))
     check_sizes(args.texts, len(texts), flags["held_out"], flags["clusters"], batch)

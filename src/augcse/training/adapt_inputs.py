@@ -24,8 +24,8 @@ from augcse.core.outputs import write_text_atomically
 from augcse.core.paths import expect_file
 
 # each flag's default as a user would type it: "given" stays null in the record when the flag was not passed
-DEFAULTS: dict[str, str] = {"budgets": "16,64,128", "alphas": "0.25,0.5,1", "held_out": "256", "clusters": "10",
-                            "column": "text"}
+DEFAULTS: dict[str, str] = {"method": "simcse", "budgets": "16,64,128", "alphas": "0.25,0.5,1", "held_out": "256",
+                            "clusters": "10", "column": "text"}
 MIN_HELD_OUT = 16  # held-out texts: enough for 10 nearest neighbours each and a K-means of a few clusters
 # recipe keys adapt sets itself from its flags: an override of one would quietly replace what the flags say
 SET_BY_ADAPT: dict[str, str] = {
