@@ -12,8 +12,8 @@ from augcse.core.document import Document, Heading, Image, Paragraph, Table
 CRITERIA = ("heldout_loss", "knn_overlap", "rankme", "alignment", "uniformity", "kmeans_stability")
 # what each rule of adapt.json is, in the report's words (docs/ADAPTATION.md tells how the rule was chosen)
 RULES = {
-    "choose": "frozen before four held-out sets were run and measured on them (docs/ADAPTATION.md): it keeps the "
-              "candidate that moved furthest within the neighbour floor, which is not a promise of a better model",
+    "choose": "frozen before four held-out sets were run and measured on them, as docs/ADAPTATION.md tells; it keeps "
+              "the candidate that moved furthest within the neighbour floor, not one it can promise is better",
     "choose_by_sample": "the best score on the labelled sample (--choose-by-sample)",
 }
 
@@ -63,7 +63,7 @@ def _inputs(inputs: dict[str, Any]) -> list:
     rows += [[f"--{key.replace('_', '-')}", _shown(value["given"], "(default)"), _shown(value["used"], "—")]
              for key, value in inputs.items() if key not in ("texts", "sample")]
     if "sample" in inputs:
-        rows.append(["sample", inputs["sample"]["given"], f"sha256 {inputs['sample']['sha256'][:16]}…"])
+        rows.append(["--sample", inputs["sample"]["given"], f"sha256 {inputs['sample']['sha256'][:16]}…"])
     return [Heading("What ran"), Table(["input", "as given", "as used"], rows, align_right=False)]
 
 
