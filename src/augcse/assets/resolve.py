@@ -21,7 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from augcse.assets.download import DownloadError, install_on_demand, source_for, source_of
+from augcse.assets.download import DownloadError, Group, install_on_demand, source_for, source_of
+from augcse.core.paths import kind_of
 
 DATA_ENV = "AUGCSE_DATA"
 CACHE_ENV = "AUGCSE_CACHE"
@@ -77,8 +78,11 @@ def resolve_model(name_or_path: str) -> str:
     Raises :class:`AssetError` when the name cannot possibly load: offline mode and nothing local.
     """
     path = Path(name_or_path).expanduser()
-    if path.is_dir():
+    kind = kind_of(path)
+    if kind == "a folder":
         return str(path)
+    if kind != "missing":  # a file or a device is a path the user meant, never a Hub name
+        raise AssetError(f"model path {name_or_path!r} is {kind}, not a folder; pass a model folder or a Hub name")
     if path.suffix or name_or_path.startswith((".", "/", "~")):
         raise AssetError(f"model path {name_or_path!r} does not exist; pass an existing folder or a Hub name")
     packaged = _packaged_model_path(name_or_path)
@@ -123,8 +127,11 @@ def data_dir(explicit: str | os.PathLike | None = None) -> Path | None:
     if not value:
         return None
     path = Path(value).expanduser()
-    if not path.is_dir():
+    kind = kind_of(path)
+    if kind == "missing":
         raise AssetError(f"data directory {str(path)!r} does not exist; fix --data-dir or ${DATA_ENV}")
+    if kind != "a folder":
+        raise AssetError(f"data directory {str(path)!r} is {kind}, not a folder; fix --data-dir or ${DATA_ENV}")
     return path
 
 
@@ -292,8 +299,15 @@ def describe_data(relpath: str, data_dir_: str | os.PathLike | None = None) -> s
         return f"download cache {cache_dir() / 'downloads' / relpath}"
     source = source_for(relpath)
     if source is not None and source.on_demand:
-        return f"not local; downloads from {source_of(relpath)}"
+        return "not local; " + ON_DEMAND.get(source.group, ON_DEMAND_DEFAULT).format(source=source_of(relpath))
     return "missing: set --data-dir / $AUGCSE_DATA"
+
+
+# what happens to a missing file of an on-demand source, by who reads its group: evaluation fetches its files on
+# first use (resolve_data), training never fetches a corpus (it falls back to the recipe's data.fallback)
+ON_DEMAND_DEFAULT = "evaluation downloads it on first use ({source})"
+ON_DEMAND = {Group.CORPUS: "training never downloads it and uses the recipe's data.fallback instead; "
+                           "`augcse download corpus` fetches it ({source})"}
 
 
 def asset_table(data_dir_: str | os.PathLike | None = None) -> list[tuple[str, str, str]]:

@@ -82,21 +82,27 @@ def save_scores(run_dir: str | Path, scores: dict[str, float], stage: str = "aft
 
     Scores already there for other tasks are kept and suite averages are recomputed over all the
     stage's tasks; ``versions`` (:func:`augcse.evaluation.versions.versions`) replaces the stage's
-    versions, keeping the data files already listed when the model is the same one. The file is
-    replaced atomically, so an interrupted write never leaves a half-written ``eval.json``.
+    versions, keeping the data files already listed when the model is the same one, and the precision each task
+    already there was scored in. The file is replaced atomically, so an interrupted write never leaves a
+    half-written ``eval.json``.
     """
     from augcse.evaluation.suite import with_suite_averages
-    from augcse.evaluation.versions import VERSIONS_KEY
+    from augcse.evaluation.tasks import TASKS
+    from augcse.evaluation.versions import VERSIONS_KEY, precision_record
 
     path = Path(run_dir) / "eval.json"
     if not path.parent.is_dir():
         raise FileNotFoundError(f"--save-to: no run directory {path.parent}; give the folder that holds eval.json")
     saved = _read_eval(path)
+    earlier = [name for name in saved.get(stage, {}) if name in TASKS]
     saved[stage] = with_suite_averages({**saved.get(stage, {}), **scores})
     if versions is not None:
         before = saved.get(VERSIONS_KEY, {}).get(stage, {})
         if before.get("model") == versions["model"]:
             versions = {**versions, "data": {**before.get("data", {}), **versions["data"]}}
+        if "precision" in versions:  # each task keeps the precision it was scored in
+            scored = [name for name in scores if name in TASKS]
+            versions = {**versions, **precision_record(before, earlier, scored, versions["precision"])}
         saved.setdefault(VERSIONS_KEY, {})[stage] = versions
     write_text_atomically(path, json.dumps(saved, indent=2))
     return path

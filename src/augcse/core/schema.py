@@ -61,7 +61,19 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
 Probability = Annotated[float, Field(ge=0, le=1)]
-Temperature = Annotated[float, Field(gt=0)]  # τ of a softmax over similarities
+# τ of a softmax over similarities: the logits sim/τ (|sim| ≤ 1 for cosine) of a smaller τ pass float16's largest
+# value (65,504) and the loss goes non-finite at its first step, whatever the learning rate; the papers use 0.01–0.1
+MIN_TEMPERATURE = 1e-4
+
+
+def _plausible_temperature(value: float) -> float:
+    if value < MIN_TEMPERATURE:
+        raise ValueError(f"must be at least {MIN_TEMPERATURE:g} (the papers use 0.01 to 0.1; below it the logits "
+                         f"similarity/τ overflow and the loss is not finite), got {value:g}")
+    return value
+
+
+Temperature = Annotated[float, Field(gt=0), AfterValidator(_plausible_temperature)]
 
 
 def _distinct_ascending(steps: list[int]) -> list[int]:

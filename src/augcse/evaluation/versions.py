@@ -3,13 +3,15 @@
 ``eval.json`` holds ``{"before": {task: score}, "after": {...}, "versions": {stage: VERSIONS}}``, where
 ``VERSIONS`` is :func:`versions`: the library versions, the model (what was named, the folder it
 resolved to and the sha256 of its weights file) and the sha256 of every data file the stage's tasks read,
-with whether it is the file their record names. Two scores are comparable when these agree.
+with whether it is the file their record names. Two scores are comparable when these agree. A stage scored by
+``augcse eval --save-to`` also says how each task was encoded (:func:`precision_record`): a stage may hold tasks
+scored in float32 by training beside tasks scored again in bf16.
 """
 
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -74,3 +76,22 @@ def record_versions(scores: dict[str, Any], stage: str, model: str | Path, specs
     tasks = dict.fromkeys(name for spec in specs if spec for name in resolve_tasks(spec))
     scores.setdefault(VERSIONS_KEY, {})[stage] = versions(model, tasks, data_dir)
     return scores
+
+
+def precision_record(before: Mapping[str, Any], earlier: Iterable[str], scored: Iterable[str],
+                     precision: str) -> dict[str, Any]:
+    """A stage's precision entries once the tasks ``scored`` were encoded in ``precision``: ``precision_by_task``
+    (each task's own, kept for the tasks ``earlier`` in the stage, from ``before``: the stage's versions until
+    now, float32 unless they say otherwise) and ``precision``, one word when every task agrees and else which
+    tasks were scored in which (``"bf16 for STS12; float32 for STS13, STS14"``)."""
+    old = before.get("precision_by_task")
+    if not isinstance(old, Mapping):
+        old = dict.fromkeys(earlier, str(before.get("precision", "float32")))
+    by_task = dict(sorted({**old, **dict.fromkeys(scored, precision)}.items()))
+    groups: dict[str, list[str]] = {}
+    for task, used in by_task.items():
+        groups.setdefault(used, []).append(task)
+    summary = (next(iter(groups)) if len(groups) == 1 else
+               "; ".join(f"{used} for {', '.join(tasks)}" for used, tasks in sorted(groups.items()))) if groups \
+        else precision
+    return {"precision": summary, "precision_by_task": by_task}

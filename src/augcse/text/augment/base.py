@@ -16,7 +16,7 @@ import functools
 import hashlib
 import random
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Literal, Sequence
 
 from pydantic import create_model
 
@@ -44,6 +44,20 @@ NL_AUGMENTER = "NL-Augmenter (Dhole et al. 2021) via AugCSE App. A.2"
 class AugmentationError(RuntimeError):
     """An augmentation cannot run here (for example its model is not available)."""
 
+
+def _wordnet_missing() -> str | None:
+    from augcse.assets.resolve import AssetError, wordnet
+
+    try:
+        wordnet()
+    except AssetError as exc:
+        return str(exc)
+    return None
+
+
+# why an entry of an augmentation's ``needs`` is not available here (None when it is), asked before the rule runs:
+# a rule that finds nothing to change in a sentence never reaches its lexicon, and would report it "unchanged"
+NEED_CHECKS: dict[str, Callable[[], str | None]] = {"wordnet": _wordnet_missing}
 
 REGISTRY: dict[str, type["Augmentation"]] = {}
 
@@ -90,7 +104,12 @@ class Augmentation:
         raise NotImplementedError
 
     def apply(self, batch: Sequence[str], seed: int = 0, docs: Sequence[Doc] | None = None) -> list[str]:
-        """Rewrite every sentence of ``batch``; unchanged where the rule does not apply."""
+        """Rewrite every sentence of ``batch``; unchanged where the rule does not apply. A need that is not
+        available (:data:`NEED_CHECKS`) raises :class:`AugmentationError` naming it and how to get it."""
+        for need in self.needs:
+            missing = NEED_CHECKS[need]() if need in NEED_CHECKS else None
+            if missing:
+                raise AugmentationError(missing)
         batch = list(batch)
         if self.needs_parse and docs is None:
             docs = parse(batch)
