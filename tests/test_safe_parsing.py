@@ -410,6 +410,9 @@ READERS = {
                                                          "STSBenchmark-dev-original"], True),
     "encode": ("finished", MODEL_FILES, lambda root, t: ["encode", str(root / "final"), str(t / "texts.txt"),
                                                            "--out", str(t / "out.npy")], True),
+    "adapt": ("finished", MODEL_FILES[:4], lambda root, t: ["adapt", str(t / "texts.txt"),
+                                                              f"model.backbone={root / 'final'}", "name=a",
+                                                              f"output_dir={t / 'adapted'}", *ADAPT_FAST], True),
     "resume": ("stopped", CHECKPOINT_FILES, lambda root, t: ["train", str(moved_recipe(root)), "keep_checkpoints=true",
                                                                "--resume"], True),
 }
