@@ -143,12 +143,13 @@ def _check_model_config(location: str, recipe: Recipe) -> None:
 
 
 def read_training_corpus(recipe: Recipe, corpus_path: Path):
-    """The corpus read and cleaned; refuses one that leaves less than one batch (it would train on nothing)."""
+    """The corpus read and cleaned; refuses one that leaves less than one batch on every process (it would train
+    on nothing: the trainer drops a partial batch), before the model loads."""
     from augcse.text.corpus import load_corpus
 
     options = {k: getattr(recipe.data, k) for k in ("limit", "shuffle", "dedupe", "min_words", "max_chars")}
     corpus, stats = load_corpus(corpus_path, column=recipe.data.column, seed=recipe.seed, **options)
-    batch = int(recipe.training.get("per_device_train_batch_size", 64)) * world_size()
+    batch = one_batch(recipe)
     sample = corpus.select(range(min(SAMPLE, len(corpus))))["text"]
     check_text(str(corpus_path), sample, stats.read, stats.skipped["undecodable"] + stats.skipped["malformed"])
     if stats.kept < batch:
@@ -161,14 +162,33 @@ def read_training_corpus(recipe: Recipe, corpus_path: Path):
     return corpus, stats
 
 
+def one_batch(recipe: Recipe) -> int:
+    """The rows one optimizer micro-step takes: a batch on every process."""
+    return int(recipe.training.get("per_device_train_batch_size", 64)) * world_size()
+
+
+def check_views_fill_a_batch(recipe: Recipe, rows: int) -> None:
+    """Views that drop rows (``drop_unchanged``, DeCLUTR's documents too short for their spans) can leave fewer
+    than one batch of a corpus that had enough: refused in one line, as the corpus is, not trained for 0 steps."""
+    if rows < one_batch(recipe):
+        names = ", ".join(str(view.get("name")) for view in recipe.data.views) or "none"
+        raise RecipeError(f"data.views ({names}) leave {rows} training rows, fewer than one batch of "
+                          f"{one_batch(recipe)}; use a larger corpus or data.limit, or lower "
+                          "training.per_device_train_batch_size")
+
+
 def total_steps(recipe: Recipe, rows: int) -> int:
-    """Optimizer steps of the run (``max_steps``, else epochs over the rows with the last partial batch dropped)."""
+    """Optimizer steps of the run, as the trainer counts them: ``max_steps``, else epochs over the batches of
+    ``rows`` (a batch on every process; a last partial batch dropped unless ``dataloader_drop_last`` is false),
+    a step every ``gradient_accumulation_steps`` batches and one more for an epoch's remaining batches. A corpus
+    smaller than one accumulated global batch therefore trains one step; one smaller than :func:`one_batch` is
+    refused before the model loads (:func:`read_training_corpus`), so no run trains 0 steps."""
     training = recipe.training
     if training.get("max_steps", -1) > 0:
         return int(training["max_steps"])
-    per_step = (int(training.get("per_device_train_batch_size", 64)) * world_size()
-                * int(training.get("gradient_accumulation_steps", 1)))
-    return max(1, math.ceil(float(training.get("num_train_epochs", 1)) * max(1, rows // per_step)))
+    batches = rows // one_batch(recipe) if training.get("dataloader_drop_last", True) else -(-rows // one_batch(recipe))
+    per_epoch = max(1, math.ceil(batches / int(training.get("gradient_accumulation_steps", 1))))
+    return max(1, math.ceil(float(training.get("num_train_epochs", 1)) * per_epoch))
 
 
 @dataclass
@@ -212,6 +232,7 @@ def build_setup(recipe: Recipe, root: Path | None, corpus_path: Path) -> Setup:
                           cache_dir=Path(recipe.data.cache_dir) if recipe.data.cache_dir else None,
                           wait_seconds=float(recipe.training.get("ddp_timeout", WAIT_SECONDS)))
     train_dataset = build_views(corpus, recipe.data.views, context)
+    check_views_fill_a_batch(recipe, len(train_dataset))
     bind_dataset(loss, train_dataset)  # columns by role, before the trainer starts
     defaults = default_tasks(root)
     dev = defaults["dev"] if recipe.eval.dev == "auto" else recipe.eval.dev

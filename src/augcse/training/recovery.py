@@ -8,7 +8,9 @@ still train the run's first batch soundly. The disk is checked before training f
 from __future__ import annotations
 
 import logging
+import shlex
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +35,27 @@ def resumable(run_dir: Path) -> str:
     last = latest_checkpoint(run_dir)
     return (f"{last.name} is resumable: run the same command with --auto-resume (or --resume)" if last
             else "no complete checkpoint was saved yet: start again with --overwrite")
+
+
+# the commands that train through :func:`augcse.training.run.run`, and the flag that continues a stopped run
+# (a study continues its started runs by itself: the same command again)
+RESUME_FLAGS: dict[str, str | None] = {"train": "--resume", "adapt": "--resume", "study": None}
+ALREADY_RESUMING = ("--resume", "--auto-resume")
+
+
+def continue_command(argv: Sequence[str], run_dir: Path) -> str:
+    """The command line that continues a stopped run, shell-quoted: the user's own (``sys.argv`` of ``augcse
+    train``, ``adapt`` or ``study``) with ``--overwrite`` dropped and the command's resume flag added unless it
+    is there; for a run started otherwise (from Python), ``augcse train`` on the run's stored recipe."""
+    program = Path(argv[0]) if argv else Path()
+    words = [word for word in argv[1:] if word != "--overwrite"]
+    command = next((word for word in words if not word.startswith("-")), None)
+    if "augcse" not in (program.name, program.parent.name) or command not in RESUME_FLAGS:
+        return shlex.join(["augcse", "train", str(run_dir / RECIPE_FILE), "--resume"])
+    flag = RESUME_FLAGS[command]
+    if flag is not None and not any(word in ALREADY_RESUMING for word in words):
+        words.append(flag)
+    return shlex.join(["augcse", *words])
 
 
 def first_line(exc: BaseException) -> str:

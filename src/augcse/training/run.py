@@ -28,8 +28,8 @@ from augcse.models.module_types import make_portable
 from augcse.training.build import Setup, build_setup, build_trainer, check_inputs
 from augcse.training.ranks import agreed_checkpoint, every_ranks_line, rank, world_size
 from augcse.training.recipes.config import Recipe, validate_recipe
-from augcse.training.recovery import (RunError, checkpoint_bytes, fault_line, first_line, nonfinite_error,
-                                      resumable, resume_hint, warn_if_short_of_space, write_error)
+from augcse.training.recovery import (RunError, checkpoint_bytes, continue_command, fault_line, first_line,
+                                      nonfinite_error, resumable, resume_hint, warn_if_short_of_space, write_error)
 from augcse.training.rundir import (FINISHED, RECIPE as RECIPE_FILE, RunFolder, RunFolderError, checkpoint_step,
                                     checkpoints, latest_checkpoint)
 
@@ -107,7 +107,8 @@ def _train(recipe: Recipe, root: Path | None, corpus_path: Path, checkpoint: Pat
             record_part(recipe.run_dir, time.perf_counter() - started)
     if stopper.requested:
         last = latest_checkpoint(recipe.run_dir)
-        print(f"\nStopped; resumable checkpoint: {last}. Continue with: augcse train ... --resume", flush=True)
+        print(f"\nStopped; resumable checkpoint: {last}. Continue with: {continue_command(sys.argv, recipe.run_dir)}",
+              flush=True)
         return {"stopped": True, "checkpoint": str(last)}
     setup.loss.model = setup.model  # the trainer left its distributed wrapper of the model here
     if guard.skipped:
@@ -162,9 +163,9 @@ def evaluate_before(recipe: Recipe, setup: Setup, root: Path | None, checkpoint:
         logger.info("evaluating the starting model on %s", setup.before)
         scores["before"] = evaluate(setup.model, setup.before, root, recipe.eval.batch_size)
     if checkpoint is None:  # written after that evaluation: a run stopped in it leaves no folder to refuse a rerun
-        (run_dir / RECIPE_FILE).write_text(recipe.to_yaml())
+        write_text_atomically(run_dir / RECIPE_FILE, recipe.to_yaml())
     if scored:
-        eval_file.write_text(json.dumps(scores, indent=2))
+        write_text_atomically(eval_file, json.dumps(scores, indent=2))
         print("\nBefore training:\n" + format_table({"before": scores["before"]}), flush=True)
     return scores
 
@@ -185,7 +186,7 @@ def finish(recipe: Recipe, setup: Setup, trainer, root: Path | None, corpus_path
         "train_rows": len(setup.train_dataset),
         "global_step": trainer.state.global_step,
         "best_metric": trainer.state.best_metric,
-        "best_checkpoint": best,
+        "best_checkpoint": best if recipe.keep_checkpoints else None,  # removed below otherwise: final/ holds it
         "best_step": checkpoint_step(Path(best)) if best else None,
         **what_ran(trainer.args, run_dir),
     }
@@ -244,7 +245,7 @@ def record_part(run_dir: Path, seconds: float) -> None:
     path = run_dir / TIME_FILE
     parts = json.loads(path.read_text()).get("parts", []) if path.is_file() else []
     try:
-        path.write_text(json.dumps({"parts": [*parts, seconds]}))
+        write_text_atomically(path, json.dumps({"parts": [*parts, seconds]}))
     except OSError:  # a full disk is reported by the run itself; the time of this part is then not counted
         pass
 

@@ -6,9 +6,14 @@ wrote the same checkpoint files at once (and the first process could read a half
 model). The check restored here is the trainer's own ``args.should_save``. It also builds the schedules of
 :mod:`augcse.training.schedules`, which the trainer's ``get_scheduler`` does not know, and draws plain random
 batches through the streamed samplers of :mod:`augcse.training.sampler` (the same order, no list of every row).
+The ``eval/`` folder the trainer makes for an evaluator's files is removed again when it stays empty, as it does
+for augcse's evaluator (its scores go to the log), so a run leaves no empty folder.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
 
 from accelerate.data_loader import SeedableRandomSampler, get_sampler
 from datasets import IterableDataset
@@ -53,3 +58,11 @@ class Trainer(SentenceTransformerTrainer):
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         if self.args.should_save:
             super()._save(output_dir, state_dict)
+
+    def evaluation_loop(self, *args, **kwargs):
+        try:
+            return super().evaluation_loop(*args, **kwargs)
+        finally:
+            if self.is_world_process_zero():
+                with contextlib.suppress(OSError):  # rmdir removes it only when empty
+                    os.rmdir(os.path.join(self.args.output_dir, "eval"))
