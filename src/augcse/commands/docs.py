@@ -188,11 +188,19 @@ def adapt_choice(_: str | None = None) -> list[str]:
     return adapt_tables.summary({label: by_set for label, by_set in found.items() if by_set})
 
 
+def cluster_study(arg: str | None = None) -> list[str]:
+    """The table of ``augcse cluster``'s design and held-out studies (:func:`augcse.studies.cluster_study.docs_block`)."""
+    from augcse.studies import cluster_study as study_tables
+
+    return study_tables.docs_block(arg)
+
+
 BLOCKS: dict[str, Callable[[str | None], list[str]]] = {
     "adapt-grid": adapt_grid, "adapt-set": adapt_set, "methods-minilm": methods_minilm, "grad-cache": grad_cache,
     "fault-matrix": fault_matrix, "reproduce-plan": _reproduce("plan_table"),
     "reproduce-settings": _reproduce("row_settings_excerpt"), "reproduce-checkpoints": _reproduce("checkpoints"),
     "reproduce-memory": _reproduce("memory_excerpt"), "adapt-choice": adapt_choice,
+    "cluster-study": cluster_study,
 }
 
 

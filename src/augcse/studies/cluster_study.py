@@ -334,13 +334,18 @@ def targets(label: str, summaries: dict[str, dict[str, Any]]) -> list[str]:
     short = {n: s["gain"][0] + TARGET_SD * (s["gain"][1] or 0.0) for n, s in summaries.items()}
     below = {n: v for n, v in short.items() if v < 0}
     mark = {True: "✓", False: "✗"}
-    return [f"- {label} ({len(summaries)} sets): mean K-means gain {_signed(mean_gain)} points.",
+    return [f"- {label}, {len(summaries)} set(s): mean K-means gain {_signed(mean_gain)} points.",
             f"  - {mark[not below]} kept K-means ≥ start − 1 seed sd on every set"
             + (f": short on {', '.join(f'{n} by {-v:.1f}' for n, v in below.items())}" if below else ""),
             f"  - {mark[mean_gain >= TARGET_GAIN]} mean K-means gain ≥ +{TARGET_GAIN:.0f}"
             + (f": {TARGET_GAIN - mean_gain:.1f} points short" if mean_gain < TARGET_GAIN else ""),
             f"  - {mark[mean_bertopic > 0]} better than the start under BERTopic on the mean "
             f"({_signed(mean_bertopic)} points)"]
+
+
+def _dirty(git: dict[str, Any]) -> str:
+    """How far the tree was from its commit (the files are in the record)."""
+    return f"{len(git['dirty_src'])} files under src/" if git["dirty_src"] else ("outside src/" if git["dirty"] else "no")
 
 
 def page(folder: Path) -> str:
@@ -361,7 +366,7 @@ def page(folder: Path) -> str:
     runs = markdown_table(["set", "seed", "steps", "stopping reason", "command (s)", "scoring (s)", "commit", "dirty"],
                           [[r["set"], str(r["seed"]), str(r["command"]["steps"]), r["command"]["stopping_reason"],
                             f"{r['seconds']['command']:.0f}", f"{r['seconds']['scoring']:.0f}", r["git"]["commit"][:10],
-                            ", ".join(r["git"]["dirty_src"]) or "no"] for records in by_set.values() for r in records],
+                            _dirty(r["git"])] for records in by_set.values() for r in records],
                           [False, True, True, False, True, True, False, False])
     return (title + intro + "\n".join(summary_table({STUDY_LABELS.get(folder.name, folder.name): by_set})) + "\n\n"
             + f"## Runs\n\nCPU: {first['cpu']}.\n\n" + "\n".join(runs) + "\n")
