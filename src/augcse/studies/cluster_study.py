@@ -212,8 +212,10 @@ def record_path(folder: Path, name: str, seed: int) -> Path:
     return folder / RECORDS / f"{name}-s{seed}.json"
 
 
-def run_one(grid: Grid, name: str, seed: int, folder: Path, work: Path, data_dir: Path) -> dict[str, Any]:
-    """One set × seed: the sample, the command on its texts, then the scores; the record written."""
+def run_one(grid: Grid, name: str, seed: int, folder: Path, work: Path, data_dir: Path,
+            git: dict[str, Any]) -> dict[str, Any]:
+    """One set × seed: the sample, the command on its texts, then the scores; the record written (``git``: the
+    code's commit when the study began, which is the code this process runs)."""
     import torch
 
     sample = read_sample(data_dir, name, grid.n, grid.sample_seed)
@@ -228,7 +230,7 @@ def run_one(grid: Grid, name: str, seed: int, folder: Path, work: Path, data_dir
               "source": SOURCES[name], "grid": grid.__dict__, "start": start["pipelines"], **scored,
               "seconds": {"command": round(command_s, 1), "scoring": round(time.perf_counter() - began, 1),
                           "start_scoring": start["seconds"]},
-              "git": git_state(), "cpu": cpu_model(), "torch_threads": torch.get_num_threads()}
+              "git": git, "cpu": cpu_model(), "torch_threads": torch.get_num_threads()}
     path = record_path(folder, name, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -238,13 +240,13 @@ def run_one(grid: Grid, name: str, seed: int, folder: Path, work: Path, data_dir
 def run_study(grid: Grid, folder: Path, work: Path, data_dir: Path, only: Sequence[str] = ()) -> list[Path]:
     """Every set × seed of the grid without a record yet (seed by seed, so each seed covers every set first;
     ``only``: these sets of the grid, for a second process beside the first); the records written."""
-    written = []
+    written, git = [], git_state()
     for seed in grid.seeds:
         for name in (s for s in grid.sets if not only or s in only):
             if record_path(folder, name, seed).is_file():
                 print(f"{name} seed {seed}: recorded, skipped", flush=True)
                 continue
-            record = run_one(grid, name, seed, folder, work, data_dir)
+            record = run_one(grid, name, seed, folder, work, data_dir, git)
             written.append(record_path(folder, name, seed))
             (folder / PAGE).write_text(page(folder), encoding="utf-8")
             print(f"{name} seed {seed}: kept K-means {100 * record['kept']['pipelines']['kmeans']['accuracy']:.1f} "
