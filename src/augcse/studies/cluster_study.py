@@ -198,14 +198,20 @@ def cpu_model() -> str:
                 "unknown")
 
 
-def git_state() -> dict[str, Any]:
-    """The commit the code ran at and whether the tree held uncommitted changes (and which, under src/)."""
+def git_state(grid_file: str | Path | None = None) -> dict[str, Any]:
+    """The commit the code ran at, whether the tree held uncommitted changes (and which, under src/), and the last
+    commit of the grid file (the one that froze its settings) with whether the file differs from it."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
 
     changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()]  # repo-relative
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(changed),
-            "dirty_src": sorted(p for p in changed if p.startswith("src/"))}
+    state = {"commit": git("rev-parse", "HEAD"), "dirty": bool(changed),
+             "dirty_src": sorted(p for p in changed if p.startswith("src/"))}
+    if grid_file is not None:
+        grid = str(Path(grid_file).resolve())
+        state["grid_commit"] = git("log", "-1", "--format=%H", "--", grid)
+        state["grid_changed"] = bool(git("status", "--porcelain", "--", grid))
+    return state
 
 
 def record_path(folder: Path, name: str, seed: int) -> Path:
@@ -237,10 +243,11 @@ def run_one(grid: Grid, name: str, seed: int, folder: Path, work: Path, data_dir
     return record
 
 
-def run_study(grid: Grid, folder: Path, work: Path, data_dir: Path, only: Sequence[str] = ()) -> list[Path]:
+def run_study(grid: Grid, folder: Path, work: Path, data_dir: Path, only: Sequence[str] = (),
+              grid_file: str | Path | None = None) -> list[Path]:
     """Every set × seed of the grid without a record yet (seed by seed, so each seed covers every set first;
     ``only``: these sets of the grid, for a second process beside the first); the records written."""
-    written, git = [], git_state()
+    written, git = [], git_state(grid_file)
     for seed in grid.seeds:
         for name in (s for s in grid.sets if not only or s in only):
             if record_path(folder, name, seed).is_file():
@@ -410,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     folder = Path(args.output)
     if not args.page_only:
-        run_study(grid, folder, Path(args.work) / grid.name, data_dir, args.only)
+        run_study(grid, folder, Path(args.work) / grid.name, data_dir, args.only, args.grid)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / PAGE).write_text(page(folder), encoding="utf-8")
     return 0
