@@ -372,11 +372,13 @@ def page(folder: Path) -> str:
              f"the command ran with `{' '.join(grid['overrides']) or 'the recipe as it is'}`. Accuracy in points "
              f"(Hungarian matching); K-means is the mean of {len(KMEANS_SEEDS)} seeds, UMAP+K-means and BERTopic "
              f"of {len(UMAP_SEEDS)}.\n\n")
-    runs = markdown_table(["set", "seed", "steps", "stopping reason", "command (s)", "scoring (s)", "commit", "dirty"],
+    runs = markdown_table(["set", "seed", "steps", "stopping reason", "command (s)", "scoring (s)", "commit", "dirty",
+                           "grid's commit"],
                           [[r["set"], str(r["seed"]), str(r["command"]["steps"]), r["command"]["stopping_reason"],
                             f"{r['seconds']['command']:.0f}", f"{r['seconds']['scoring']:.0f}", r["git"]["commit"][:10],
-                            _dirty(r["git"])] for records in by_set.values() for r in records],
-                          [False, True, True, False, True, True, False, False])
+                            _dirty(r["git"]), r["git"].get("grid_commit", "")[:10] or "—"]
+                           for records in by_set.values() for r in records],
+                          [False, True, True, False, True, True, False, False, False])
     return (title + intro + "\n".join(summary_table({STUDY_LABELS.get(folder.name, folder.name): by_set})) + "\n\n"
             + f"## Runs\n\nCPU: {first['cpu']}.\n\n" + "\n".join(runs) + "\n")
 
