@@ -129,3 +129,14 @@ def test_a_finished_run_is_not_replaced_silently(texts, nothing_loads, capsys):
     assert "holds a finished run" in _one_line(capsys)
     with pytest.raises(Loaded):  # --overwrite gets past every check, to the work
         main(["cluster", str(texts), "--clusters", "4", "--overwrite"])
+
+
+def test_resume_of_a_finished_run_with_other_texts_is_refused(texts, nothing_loads, capsys):
+    """--resume on a finished run redoes its outputs only for the texts (and model, K, seed) it was trained on."""
+    run = texts.parent / "runs" / "cluster-so"
+    run.mkdir(parents=True)
+    (run / ".augcse-run").write_text("an augcse run folder\n")
+    (run / "summary.json").write_text("{}")
+    (run / "recipe.yaml").write_text("data:\n  corpus: /elsewhere/texts.txt\n")
+    assert main(["cluster", str(texts), "--clusters", "4", "--resume"]) == 2
+    assert "was trained on other texts, model, K or seed (/elsewhere/texts.txt)" in _one_line(capsys)

@@ -165,6 +165,7 @@ def _check_run_folder(recipe, resume: bool, overwrite: bool) -> bool:
     from augcse.training.rundir import FINISHED, RunFolder, refuse_foreign
 
     if resume and (recipe.run_dir / FINISHED).is_file():
+        _same_texts(recipe)
         return True
     if overwrite:
         refuse_foreign(recipe.run_dir)  # emptied by the run itself
@@ -173,6 +174,23 @@ def _check_run_folder(recipe, resume: bool, overwrite: bool) -> bool:
     folder.claim(recipe.to_dict(), resume=resume)
     folder.release()
     return False
+
+
+def _same_texts(recipe) -> None:
+    """A finished run redoes its outputs only for the texts, model, K and seed it was trained with."""
+    import yaml
+
+    from augcse.core import yamlfile
+    from augcse.training.rundir import RECIPE
+
+    try:
+        stored = yamlfile.load((recipe.run_dir / RECIPE).read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        stored = {}
+    trained_on = (stored.get("data") or {}).get("corpus") if isinstance(stored, dict) else None
+    if trained_on != recipe.data.corpus:
+        raise ValueError(f"--resume: {recipe.run_dir} was trained on other texts, model, K or seed ({trained_on}); "
+                         "give the same ones, or another name= for a new run")
 
 
 def _work(args: argparse.Namespace, recipe, overrides: list[str], texts: list[str], file: Path, empty: int,
