@@ -7,6 +7,10 @@ from __future__ import annotations
 import csv
 import inspect
 import json
+import os
+import shlex
+import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,8 +119,9 @@ def test_keeping_the_start_leaves_the_starting_weights(tweets, tiny_model_dir, t
 
 
 def test_resume_after_an_interrupt(tweets, tiny_model_dir, tmp_path, monkeypatch, capsys):
-    """A run stopped after step 2 (its checkpoint kept) continues with --resume and ends with every candidate;
-    a resume on a changed texts file is refused in one line, the run left as it was."""
+    """A run stopped after step 2 (its checkpoint kept) names the user's own command to continue it, continues
+    with --resume and ends with every candidate; a resume on a changed texts file is refused in one line, the run
+    left as it was."""
     from augcse.training import snapshots
 
     monkeypatch.chdir(tmp_path)
@@ -127,15 +132,17 @@ def test_resume_after_an_interrupt(tweets, tiny_model_dir, tmp_path, monkeypatch
 
     def interrupt(self, args_, state, control, **kwargs):
         real(self, args_, state, control, **kwargs)
-        if state.global_step == 3:
-            raise KeyboardInterrupt
+        if state.global_step == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: training stops at the next step's end
 
     monkeypatch.setattr(snapshots.Snapshots, "on_step_end", interrupt)
-    assert main(args) == 130
+    monkeypatch.setattr(sys, "argv", ["augcse", *args, "--overwrite"])  # as a shell starts it
+    assert main([*args, "--overwrite"]) == 130
+    stop = capsys.readouterr().out.strip().splitlines()[-1]  # the user's own command, to continue it
+    assert stop.endswith(f"Continue with: {shlex.join(['augcse', *args, '--resume'])}") and "checkpoint-4" not in stop
     run = tmp_path / "runs" / "r"
     assert not (run / "summary.json").exists() and (run / "candidates" / "step-2.safetensors").is_file()
     monkeypatch.setattr(snapshots.Snapshots, "on_step_end", real)
-    capsys.readouterr()
     kept = texts.read_bytes()
     texts.write_bytes(kept + b"one more tweet,x\n")
     assert main([*args, "--resume"]) == 2

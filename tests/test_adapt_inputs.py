@@ -176,3 +176,18 @@ def test_a_txt_file_is_one_text_a_line_whatever_its_line_ends(tmp_path, end):
     path = tmp_path / "texts.txt"
     path.write_bytes((end.join(texts) + end).encode())
     assert read_texts(path) == texts
+
+
+def test_an_interrupt_outside_training_says_to_resume(folder, monkeypatch, capsys):
+    """Ctrl-C while the candidates are scored (or before training starts): the same command again would be refused
+    (the run folder holds a run), so the line says --resume."""
+    import augcse.commands.adapt as command
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "check", interrupted)
+    monkeypatch.chdir(folder)
+    assert main(["adapt", "tweets.csv"]) == 130
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("augcse adapt: interrupted; run the same command again with --resume")

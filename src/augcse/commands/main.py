@@ -149,6 +149,8 @@ RERUN = {
     "train": "run the same command again (a run stopped before its first checkpoint starts over; with "
              "--resume or --auto-resume one with a checkpoint continues from it)",
     "augment": "run the same command again: the finished shards are kept and the cache is completed",
+    "adapt": "run the same command again with --resume: it continues the training from its last checkpoint, or "
+             "once training is done chooses among the candidates again",
     "study": "run the same command again: finished runs are kept and the interrupted one continues",
     "reproduce": "run the same command again: finished runs are kept and the interrupted one continues",
     "eval": "nothing was written (--save-to replaces eval.json at the end): run the same command again",
