@@ -232,3 +232,24 @@ def test_a_misspelt_grid_key_is_named_with_the_right_one(tmp_path):
     grid.write_text("seeds: [1]\nrecipe: quickstart\ntasks: STSBenchmark\nrowz: {a: {}}\n")
     with pytest.raises(GridError, match=rf"^grid {grid}: unknown grid key 'rowz' \(did you mean 'rows'\?\)"):
         load_grid(grid)
+
+
+@pytest.mark.parametrize("corpus", [None, "corpus/not-here.txt"])
+def test_a_study_finds_its_corpus_as_train_does(corpus: str | None, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a data directory a quickstart grid trains on the default corpus's fallback, as ``augcse train
+    --recipe quickstart`` does; a corpus a row names must be there. A reproduction never falls back."""
+    from augcse.studies.runs import Row, missing_inputs, plan_runs
+    from augcse.studies.study import load_grid
+
+    monkeypatch.delenv("AUGCSE_DATA", raising=False)
+    overrides = [f"data.corpus={corpus}"] if corpus else []
+    grid = tmp_path / "g.yaml"
+    grid.write_text(yaml.safe_dump({"seeds": [1], "recipe": "quickstart", "tasks": "STSBenchmark-dev-original",
+                                    "rows": {"a": {"overrides": overrides}}}))
+    runs = load_grid(grid).plan(tmp_path / "out")[""]
+    assert runs[0].recipe.data.fallback  # the recipe's own fallback, as train reads it
+    refused = [line for line in missing_inputs(runs, None) if "corpus" in line]
+    assert bool(refused) == (corpus is not None), refused
+    paper = plan_runs([Row("a", (), recipe="quickstart", overrides=tuple(overrides))], [1], tmp_path / "p", ())
+    assert any("corpus" in line for line in missing_inputs(paper, None))

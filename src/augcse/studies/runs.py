@@ -23,8 +23,9 @@ from augcse.core.outputs import write_text_atomically
 from augcse.training.recipes.config import Recipe, RecipeError, builtin_recipes, load_recipe, parse_override
 
 RESERVED_KEYS = {"name": "the run names come from the rows", "seed": "use --seeds", "output_dir": "use --output"}
-# what every planned run adds to its recipe, before the command line's overrides: a table trains on the corpus
-# its rows name, never on a fallback (a user who wants another corpus names it, and the row shows it)
+# what a paper's planned run adds to its recipe, before the command line's overrides: a reproduction trains on the
+# corpus its rows name, never on a fallback (a user who wants another corpus names it, and the row shows it). A
+# study's grid is the user's: its runs find their corpus as ``augcse train`` does (the default one falls back)
 PLAN_OVERRIDES = ("data.fallback=[]",)
 
 @dataclass(frozen=True)
@@ -188,10 +189,12 @@ def check_folder_name(name: str, what: str) -> None:
 
 def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: Sequence[str],
               tasks: str | None = None, models: dict[str, str] | None = None,
-              budgets: tuple[int, ...] = ()) -> list[Run]:
+              budgets: tuple[int, ...] = (), planned: Sequence[str] = PLAN_OVERRIDES) -> list[Run]:
     """Every run of ``rows`` under ``root``: trained rows once per seed, evaluation rows once. Recipes are
     loaded (validated) here, before anything runs; ``models`` maps an evaluated model's name to a local
-    folder; ``budgets`` are the steps each trained run is also scored at (its recipe's ``eval.budgets``)."""
+    folder; ``budgets`` are the steps each trained run is also scored at (its recipe's ``eval.budgets``);
+    ``planned`` are the overrides every trained run gets after its row's, before the command line's
+    (:data:`PLAN_OVERRIDES`)."""
     check_overrides(list(overrides))
     checkpoint_paths = models
     runs: list[Run] = []
@@ -210,10 +213,21 @@ def plan_runs(rows: Sequence[Row], seeds: Sequence[int], root: Path, overrides: 
             extra = [f"eval.after={tasks or row.tasks_spec()}", *([f"eval.budgets=[{', '.join(map(str, budgets))}]"]
                                                                   if budgets else [])]
             recipe = load_recipe(None if builtin else row.recipe, row.recipe if builtin else None,
-                                 [*row.overrides, *PLAN_OVERRIDES, *extra, *overrides, f"name={name}", f"seed={seed}",
+                                 [*row.overrides, *planned, *extra, *overrides, f"name={name}", f"seed={seed}",
                                   f"output_dir={root}"])
             runs.append(Run(row, seed, recipe.run_dir, recipe=recipe, tasks=tasks))
     return runs
+
+
+def corpus_found(recipe: Recipe, data_dir: str | None) -> bool:
+    """Whether the run finds its corpus here as ``augcse train`` does: the file it names, or, for the default
+    corpus only, one of its ``data.fallback`` files."""
+    from augcse.text.corpus_source import find_corpus
+    from augcse.training.recipes.config import DEFAULT_CORPUS
+
+    corpus = recipe.data.corpus
+    candidates = [corpus, *(recipe.data.fallback if corpus == DEFAULT_CORPUS else [])]
+    return any(find_corpus(name, data_dir) is not None for name in candidates)
 
 
 def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
@@ -237,7 +251,7 @@ def missing_inputs(runs: Sequence[Run], data_dir: str | None) -> list[str]:
         where = run.row.name
         if run.trained:
             corpus = run.recipe.data.corpus
-            if find_corpus(corpus, data_dir) is None:
+            if not corpus_found(run.recipe, data_dir):
                 found.setdefault(corpus, f"row {where}: corpus {corpus} is not in the data directory ({shown}); "
                                          f"{how_to_get(corpus, data_dir)}, or name another with data.corpus=FILE "
                                          f"(the row is then shown as deviating)")
@@ -324,7 +338,7 @@ def _train(run: Run, data_dir: str | None, nproc: int) -> bool:
         raise ValueError(f"{run.run_dir}: budgets are evaluated in one process; run with --nproc 1")
     if nproc > 1:
         mark_run_folder(run.run_dir)  # refuses a folder augcse did not make
-        (run.run_dir / "reproduce-recipe.yaml").write_text(run.recipe.to_yaml())
+        write_text_atomically(run.run_dir / "reproduce-recipe.yaml", run.recipe.to_yaml())
         completed = subprocess.run(torchrun_command(run, nproc, data_dir, resume, restart), check=False)
         if completed.returncode == 130:
             return False

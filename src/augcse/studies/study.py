@@ -168,7 +168,7 @@ class Grid:
         """Every run, by set; every recipe is loaded here (a bad key or file is refused before anything runs)."""
         root = output / self.name
         return {item.name: plan_runs(self.set_rows(item), self.seeds, root / item.name if len(self.sets) > 1 else root,
-                                     (), item.tasks, budgets=self.budgets) for item in self.sets}
+                                     (), item.tasks, budgets=self.budgets, planned=()) for item in self.sets}
 
 
 def load_grid(path: str | Path) -> Grid:
