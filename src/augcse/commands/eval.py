@@ -40,12 +40,12 @@ def _table(results: dict[str, dict[str, float]], scores: dict[str, float]) -> st
 
 def check_save_to(run_dir: str | Path) -> None:
     """Before the model loads: ``--save-to`` is a run folder that can be written, and its eval.json is readable."""
-    from augcse.core.outputs import check_writable
+    from augcse.core.outputs import claim_folder
 
     folder = Path(run_dir)
     if not folder.is_dir():
         raise ValueError(f"--save-to {run_dir} is not a directory; give a training run folder")
-    check_writable(folder, "--save-to")
+    claim_folder(folder, "--save-to")  # writable, and no link in it (eval.json is never written through one)
     _read_eval(folder / "eval.json")
 
 

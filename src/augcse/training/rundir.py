@@ -56,9 +56,10 @@ FINISHED = "summary.json"
 # records only a run writes: beside a recipe.yaml they prove a folder made before the marker is a run
 RUN_RECORDS = ("log.jsonl", FINISHED, "eval.json", "time.json")
 # every name augcse writes at the top of a run folder (train, --resume, report, eval --save-to, a study's run):
-# the lock, marker, recipe, records, kept model, a checkpoint (checkpoint-N), budgets' curve, report and its figures
-WRITTEN = (LOCK, MARKER, RECIPE, *RUN_RECORDS, "curve.json", "final", "checkpoint-4", "recipe.until-step-4.yaml",
-           "report.md", "report.html", "report", "reproduce-recipe.yaml")
+# the lock, marker, recipe, records, kept model, a checkpoint (checkpoint-N), the trainer's eval/, budgets' curve,
+# a resume's kept recipe, the report and its figures, a study's recipe for torchrun
+WRITTEN = (LOCK, MARKER, RECIPE, *RUN_RECORDS, "curve.json", "final", "checkpoint-4", "eval",
+           "recipe.until-step-4.yaml", "report.md", "report.html", "report", "reproduce-recipe.yaml")
 # recipe keys a resumed run may change; the recipe it started with is kept as recipe.until-step-N.yaml
 RESUMABLE_CHANGES = ("training.learning_rate", "training.max_grad_norm", "skip_nonfinite_steps", "keep_checkpoints")
 # where the run folder and its caches are, not how it trains: a run moved to another disk resumes from its new place
