@@ -154,6 +154,30 @@ def test_resume_after_an_interrupt(tweets, tiny_model_dir, tmp_path, monkeypatch
     assert [c["step"] for c in record["candidates"]] == [0, 2, 2, 4, 4]
 
 
+def test_a_fault_line_continues_with_the_users_adapt_command(tweets, tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """A loss that turns NaN at step 3: one line, exit 1, continuing from checkpoint-2 with the user's own adapt
+    command (``augcse train`` on the recipe would end without choosing a candidate)."""
+    import augcse.training.build as build
+
+    real, calls = build.build_loss, iter(range(1, 1000))
+
+    def poisoned(recipe, model):
+        loss = real(recipe, model)
+        loss.register_forward_hook(lambda module, inputs, out: {k: v * float("nan") for k, v in out.items()}
+                                   if module.training and next(calls) == 3 else None)
+        return loss
+
+    monkeypatch.setattr(build, "build_loss", poisoned)
+    monkeypatch.chdir(tmp_path)
+    args = ["adapt", str(tweets[0]), f"model.backbone={tiny_model_dir}", "name=f", "training.save_steps=2", *FAST]
+    monkeypatch.setattr(sys, "argv", ["augcse", *args])
+    assert main(args) == 1
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("augcse adapt: error:")]
+    assert "checkpoint-2 is the last good checkpoint" in line and "augcse train" not in line
+    assert f"e.g. {shlex.join(['augcse', *args])} training.learning_rate=" in line and line.endswith(" --resume, or "
+                                                                                                       "allow skipped steps with skip_nonfinite_steps=N")
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet", ".txt"])
 def test_every_kind_of_texts_file_gives_its_column_alone(tmp_path, suffix):
     import pandas as pd

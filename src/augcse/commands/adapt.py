@@ -149,6 +149,16 @@ def _as_given(line: str, copy: Path, texts: str) -> str:
     return re.sub(named, lambda _: f"{texts} (as copied to {copy})", line)
 
 
+def _as_adapt(line: str, run_dir: Path) -> str:
+    """A fault's line continues the run with ``augcse train`` on its stored recipe, which would end without the
+    choice among the candidates: an adapt run continues with the user's own ``augcse adapt`` command instead."""
+    from augcse.training.recovery import continue_command
+    from augcse.training.rundir import RECIPE
+
+    command = continue_command(sys.argv, run_dir).removesuffix(" --resume")
+    return line.replace(f"augcse train {run_dir / RECIPE}", command) if command.startswith("augcse adapt") else line
+
+
 def _run_cli(args: argparse.Namespace) -> int:
     from augcse.assets.resolve import data_dir as resolve_data_dir
     from augcse.core.folder_lock import folder_lock
@@ -168,7 +178,7 @@ def _run_cli(args: argparse.Namespace) -> int:
                          callbacks=[Snapshots(checked.budgets, recipe.run_dir)],
                          prepare=lambda checkpoint: prepare_texts(recipe.run_dir, checked.texts, checkpoint))
         except RunError as exc:
-            print(f"augcse adapt: error: {exc}", file=sys.stderr)
+            print(f"augcse adapt: error: {_as_adapt(str(exc), recipe.run_dir)}", file=sys.stderr)
             return 1
         except ValueError as exc:  # the corpus checks read the copy: their line names the user's file instead
             raise ValueError(_as_given(str(exc), recipe.run_dir / TEXTS / TRAIN_TEXTS, args.texts)) from None
