@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from augcse.commands.cluster import SET_BY_COMMAND
 from augcse.commands.main import main
 
 
@@ -67,12 +68,8 @@ REFUSALS = {
     "unknown loss parameter": (["--clusters", "4", "loss.params.temprature=0.5"], "loss.params.temprature"),
     "bad override value": (["--clusters", "4", "loss.params.temperature=-1"], "loss.params.temperature"),
     "override without a value": (["--clusters", "4", "training.max_steps"], "training.max_steps"),
-    "K by override": (["--clusters", "4", "loss.params.clusters=3"],
-                      "sets loss.params.clusters itself (give --clusters)"),
-    "the loss by override": (["--clusters", "4", "loss.name=simcse"], "sets loss.name itself"),
-    "the corpus by override": (["--clusters", "4", "data.corpus=x.txt"], "sets data.corpus itself"),
     "the loss section by override": (["--clusters", "4", "loss.params={}"], "sets loss.params.clusters itself"),
-    "centroids by override": (["--clusters", "4", "loss.params.centroids=c.npy"], "sets loss.params.centroids itself"),
+    "the data section by override": (["--clusters", "4", "data={}"], "sets data.corpus itself"),
     "too few texts for a batch": (["--clusters", "4", "training.per_device_train_batch_size=256"],
                                   "200 non-empty texts; cluster needs at least 256, one training batch"),
     "resume and overwrite": (["--clusters", "4", "--resume", "--overwrite"], "contradict each other"),
@@ -80,6 +77,9 @@ REFUSALS = {
     "data dir missing": (["--clusters", "4", "--data-dir", "nowhere"], "--data-dir nowhere: does not exist"),
     "data dir a file": (["--clusters", "4", "--data-dir", "so.csv"], "is a file, not a folder"),
 }
+# every key the command sets, given as an override: refused, naming the key and what to give instead
+REFUSALS.update({f"{key} by override": (["--clusters", "4", f"{key}=x"], f"sets {key} itself ({instead})")
+                 for key, instead in SET_BY_COMMAND.items()})
 
 
 @pytest.mark.parametrize("extra, message", REFUSALS.values(), ids=REFUSALS.keys())
