@@ -172,12 +172,15 @@ def _new_file(path: Path) -> BinaryIO:
     """``path`` created anew for writing, never through a link: one left there (a stale temporary file, a link
     planted under its name) is removed first, and the name is created exclusively."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def opener(name: str, _: int) -> int:  # the handle keeps the path as its name, for the messages that name it
+        return os.open(name, flags, 0o644)
+
     try:
-        fd = os.open(path, flags, 0o644)
+        return open(path, "wb", opener=opener)
     except FileExistsError:
         path.unlink()
-        fd = os.open(path, flags, 0o644)
-    return os.fdopen(fd, "wb")
+        return open(path, "wb", opener=opener)
 
 
 def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
