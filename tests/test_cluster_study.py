@@ -157,3 +157,8 @@ def test_check_scores_reads_the_trace(tmp_path):
     found = cluster_study.check_scores(tmp_path, ["x", "x", "y", "y"], 0)
     assert [(c["step"], c["accuracy"]) for c in found] == [(0, 1.0), (5, 0.75), (10, 1.0)]
     assert np.isclose(max(c["accuracy"] for c in found), 1.0)
+
+
+def test_a_record_names_the_commit_that_froze_its_grid():
+    state = cluster_study.git_state(ROOT / "src/augcse/data/studies/cluster-heldout.yaml")
+    assert len(state["grid_commit"]) == 40 and state["grid_changed"] is False and len(state["commit"]) == 40
