@@ -118,13 +118,15 @@ def write_texts_csv(texts: Sequence[str], path: Path) -> Path:
 
 def run_command(texts_csv: Path, clusters: int, seed: int, run_name: str, work: Path, data_dir: Path,
                 overrides: Sequence[str]) -> tuple[Path, float]:
-    """``augcse cluster`` on the texts file, through the CLI's entry: its run folder and wall seconds."""
-    from augcse.commands.main import main as augcse
+    """``augcse cluster`` on the texts file, as a user runs it (its own process: a study sits below the commands
+    and never imports them): its run folder and wall seconds."""
+    import subprocess
+    import sys
 
     argv = ["cluster", str(texts_csv), "--clusters", str(clusters), f"output_dir={work}", f"name={run_name}",
             f"seed={seed}", *overrides, "--data-dir", str(data_dir), "--overwrite"]
     began = time.perf_counter()
-    code = augcse(argv)
+    code = subprocess.run([sys.executable, "-m", "augcse", *argv], check=False).returncode
     if code != 0:
         raise RuntimeError(f"augcse cluster exited {code} on {texts_csv} (augcse {' '.join(argv)})")
     return work / run_name, time.perf_counter() - began
