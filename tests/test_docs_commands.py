@@ -16,6 +16,7 @@ model built from its real config and tokenizer. What differs from the page is li
 - :data:`NOT_RUN`: commands that need the network, a GPU or another program, each with its reason and a check;
 - :data:`ADAPT_TINY`: an ``augcse adapt`` scores candidates after one and two steps of eight texts on 16 held-out
   texts (its ``--budgets`` replaced);
+- :data:`CLUSTER_TINY`: an ``augcse cluster`` trains two steps of eight texts, checking its rule at each;
 - ``augcse reproduce`` without ``--dry-run`` (a paper's table: GPU-hours and Hub models) runs its dry run;
 - the study grid of TRAINING.md is written from its YAML block with :data:`GRID_TINY`'s replacements.
 """
@@ -45,6 +46,7 @@ TINY = ["training.max_steps=2", "training.per_device_train_batch_size=8", "data.
 TINY_EVAL = ["eval.before=STSBenchmark-dev-original", "eval.after=STSBenchmark-dev-original"]
 SMALL_TASKS = {"sts": "STSBenchmark", "all": "STSBenchmark,TREC,Tweet,SNIPS,Geometry", "transfer": "TREC"}
 ADAPT_TINY = ["--budgets", "1,2", "--held-out", "16", "--clusters", "2", "training.per_device_train_batch_size=8"]
+CLUSTER_TINY = ["training.max_steps=2", "training.per_device_train_batch_size=8", "training.save_steps=1"]
 GRID_TINY = {"seeds: [1, 2, 3]": "seeds: [1]", "budgets: [16, 64]": "budgets: [1]",
              "training.max_steps=256": "training.max_steps=2, training.per_device_train_batch_size=8"}
 # runs the docs read as if a reader had trained them: name -> the train command's arguments (besides TINY)
@@ -147,6 +149,8 @@ def as_run(argv: list[str]) -> list[str]:
     if argv[0] == "adapt":
         argv = [a for i, a in enumerate(argv) if a != "--budgets" and (i == 0 or argv[i - 1] != "--budgets")]
         argv += ADAPT_TINY
+    if argv[0] == "cluster":
+        argv += CLUSTER_TINY
     return argv
 
 
