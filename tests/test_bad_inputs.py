@@ -49,7 +49,7 @@ BAD = [  # (override or CLI arguments, what the one line says)
     ("model.max_seq_length=0", "'model.max_seq_length' must be > 0"),
     ("model.backbone=/nonexistent/folder", "model path '/nonexistent/folder' does not exist"),
     ("model.backbone=someone/not-a-model", "no local folder, no packaged copy"),
-    ("loss.name=simclr", "recipe key 'loss.name': unknown loss 'simclr' (did you mean 'simcse' or 'esimcse'?); choose one of simcse, augcse"),
+    ("loss.name=simclr", "recipe key 'loss.name': unknown loss 'simclr' (did you mean 'simcse' or 'esimcse' or 'sccl'?); choose one of simcse, augcse"),
     ("data.shuffle=maybe", "'data.shuffle' must be true or false"),
     ("data.limit=-5", "'data.limit' must be > 0"),
     ("data.limit=0", "'data.limit' must be > 0"),
@@ -64,7 +64,7 @@ BAD = [  # (override or CLI arguments, what the one line says)
     ("name=a/b", "'name' must be a folder name"),
     ("output_dir=FILE", "'output_dir': FILE: exists and is not a folder"),
     (("--resume", "--overwrite"), "--resume and --overwrite contradict each other"),
-    (("--resume",), "--resume: no complete checkpoint"),
+    (("--resume",), "holds no run yet; there is nothing to resume: start it without --resume"),
 ]
 
 

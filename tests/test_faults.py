@@ -361,7 +361,7 @@ def test_reproduce_into_a_read_only_folder_is_refused_before_any_run(read_only_d
     assert cli.main(["reproduce", "simcse", "--rows", augcse.studies.reproduce.papers()["simcse"].rows[0].name,
                      "--output", str(read_only_dir / "out")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"augcse reproduce: error: --output {read_only_dir / 'out'}: cannot write there (Read-only file system); "
+        f"augcse reproduce: error: --output {read_only_dir / 'out' / 'simcse'}: cannot write there (Read-only file system); "
         "choose a writable folder"]
 
 

@@ -51,7 +51,7 @@ def _refuse(argv: list[str], capsys: pytest.CaptureFixture, monkeypatch: pytest.
     ("training.learning_rate=-1", "recipe key 'training.learning_rate' must be > 0, got -1"),
     ("data.limit=0", "recipe key 'data.limit' must be > 0, got 0"),
     ("data.views[0].proportoin=0.5", "unknown recipe key 'data.views[0].proportoin' (did you mean 'proportion'?)"),
-    ("loss.params.head=mpl", "recipe key 'loss.params.head' must be one of 'none', 'mlp', 'bn', 'vascl' "
+    ("loss.params.head=mpl", "recipe key 'loss.params.head' must be one of 'none', 'mlp', 'bn', 'vascl', 'sccl' "
                              "(did you mean 'mlp'?), got 'mpl'"),
     ("loss.params.margin=-1", "recipe key 'loss.params.margin' must be >= 0, got -1"),
     ("data.shuffle=1", "recipe key 'data.shuffle' must be true or false, got 1"),

@@ -117,7 +117,7 @@ def _not_ours(path: Path) -> str | None:
     """What ``path`` is when it is neither a regular file nor a folder (never following a link); None otherwise."""
     try:
         mode = os.lstat(path).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # absent, or below a file: the folder checks name that
         return None
     if stat.S_ISLNK(mode):
         return "a symbolic link"

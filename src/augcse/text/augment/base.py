@@ -103,13 +103,15 @@ class Augmentation:
         """Rewrite one sentence; return None (or the input) where the rule does not apply."""
         raise NotImplementedError
 
+    def missing_need(self) -> str | None:
+        """Why one of :attr:`needs` is not available here (:data:`NEED_CHECKS`), or None."""
+        return next((why for need in self.needs if need in NEED_CHECKS and (why := NEED_CHECKS[need]())), None)
+
     def apply(self, batch: Sequence[str], seed: int = 0, docs: Sequence[Doc] | None = None) -> list[str]:
         """Rewrite every sentence of ``batch``; unchanged where the rule does not apply. A need that is not
         available (:data:`NEED_CHECKS`) raises :class:`AugmentationError` naming it and how to get it."""
-        for need in self.needs:
-            missing = NEED_CHECKS[need]() if need in NEED_CHECKS else None
-            if missing:
-                raise AugmentationError(missing)
+        if missing := self.missing_need():
+            raise AugmentationError(missing)
         batch = list(batch)
         if self.needs_parse and docs is None:
             docs = parse(batch)
@@ -128,6 +130,8 @@ class Augmentation:
         concern the augmentation as a whole (:class:`AugmentationError`) still propagate.
         """
         batch = list(batch)
+        if missing := self.missing_need():  # every sentence kept, each counted as an error naming what is missing
+            return batch, {i: f"AugmentationError: {missing}" for i in range(len(batch))}
         try:
             return self.apply(batch, seed, docs), {}
         except AugmentationError:
