@@ -260,7 +260,9 @@ def test_a_pickle_or_a_tag_in_a_checkpoint_is_one_line_on_resume_and_never_runs(
     started = time.monotonic()
     results = run_capped(commands, tmp_path, limit=3 << 30)
     assert time.monotonic() - started < 60
-    assert LAST_PEAK_KIB < 1 << 20  # KiB
+    # the one child resumes every case in turn (torch, the tiny model and a trainer each time): its peak was
+    # measured at 1.5-2.1 GiB for all of them together; a payload that ran or a file read whole would pass 3 GiB
+    assert LAST_PEAK_KIB < 5 << 19  # KiB: 2.5 GiB
     for case, (code, err, _) in results.items():
         assert code == 2 and len(err) == 1 and said[case] in err[0], (case, code, err)
         assert "Traceback" not in err[0] and "weights_only` set to `False`" not in err[0], (case, err)
