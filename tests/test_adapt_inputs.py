@@ -96,7 +96,7 @@ BAD_FLAGS = [
     (["--sample", "no-label.csv"], "--sample no-label.csv: needs the columns text,label"),
     (["--column", "body"], "tweets.csv: no column 'body' (columns: text, label); name the text column with --column"),
     (["loss.nme=simcse"], "loss.nme"),
-    *[([f"{key}=7"], f"{key}=7: adapt sets {key} itself; {hint}") for key, hint in SET_BY_ADAPT.items()],
+    *[([f"{key}=7"], f"override {key}=7: adapt sets {key} itself; {hint}") for key, hint in SET_BY_ADAPT.items()],
 ]
 
 

@@ -78,7 +78,7 @@ REFUSALS = {
     "data dir a file": (["--clusters", "4", "--data-dir", "so.csv"], "is a file, not a folder"),
 }
 # every key the command sets, given as an override: refused, naming the key and what to give instead
-REFUSALS.update({f"{key} by override": (["--clusters", "4", f"{key}=x"], f"sets {key} itself ({instead})")
+REFUSALS.update({f"{key} by override": (["--clusters", "4", f"{key}=x"], f"sets {key} itself; {instead}")
                  for key, instead in SET_BY_COMMAND.items()})
 
 

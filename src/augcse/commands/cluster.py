@@ -61,23 +61,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_run_cli)
 
 
-# the recipe keys the command sets itself, and what to give instead
+# the recipe keys the command sets itself, and what to give instead (an override of one is refused)
 SET_BY_COMMAND = {
     "data.corpus": "the command trains on TEXTS",
     "loss.name": "the command trains SCCL, whose soft assignment its stopping rule reads",
     "loss.params.clusters": "give --clusters",
     "loss.params.centroids": "the command starts them by K-means of the starting model's embeddings",
 }
-
-
-def check_override(text: str) -> None:
-    """An override of a key the command sets (or of a section holding one) is refused, not silently replaced."""
-    from augcse.training.recipes.config import parse_override
-
-    key = ".".join(parse_override(text)[0])
-    for reserved, instead in SET_BY_COMMAND.items():
-        if key == reserved or reserved.startswith(key + "."):
-            raise ValueError(f"override {text}: augcse cluster sets {reserved} itself ({instead})")
 
 
 def check_peer_packages() -> None:
@@ -92,21 +82,9 @@ def check_peer_packages() -> None:
 
 def read_cluster_texts(path: str, column: str) -> tuple[Path, list[str], int]:
     """The texts file checked and read: (its path, the non-empty texts in input order, how many were empty)."""
-    from augcse.core.paths import expect_file
-    from augcse.core.textfile import why_not_utf8
-    from augcse.training.adapt import READERS
+    from augcse.training.adapt import read_rows
 
-    file = expect_file(path, "texts file")
-    reader = READERS.get(file.suffix.lower())
-    if reader is None:
-        raise ValueError(f"texts file {file}: unknown kind of file {file.suffix or '(no suffix)'}; give one of "
-                         f"{', '.join(READERS)}")
-    if file.stat().st_size == 0:
-        raise ValueError(f"texts file {file}: is empty; give one text per line (or a column of texts)")
-    try:
-        rows = [t.strip() if isinstance(t, str) else "" for t in reader(file, column)]
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"texts file {file}: not UTF-8 text (byte {exc.start}); {why_not_utf8(file)}") from None
+    file, rows = read_rows(path, column, if_empty="give one text per line (or a column of texts)")
     texts = [t for t in rows if t]
     return file, texts, len(rows) - len(texts)
 
@@ -124,7 +102,7 @@ def check_counts(file: Path, texts: list[str], clusters: int, batch: int) -> Non
 
 def _run_cli(args: argparse.Namespace) -> int:
     from augcse.core.paths import expect_folder
-    from augcse.training.recipes.config import load_recipe
+    from augcse.training.recipes.config import load_recipe, refuse_reserved
 
     if args.clusters < 2:
         raise ValueError(f"--clusters {args.clusters}: must be at least 2 (one cluster groups nothing)")
@@ -133,8 +111,7 @@ def _run_cli(args: argparse.Namespace) -> int:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ValueError("augcse cluster runs in one process (its stopping rule is checked by one); run it without "
                          "torchrun")
-    for text in args.overrides:
-        check_override(text)
+    refuse_reserved(args.overrides, SET_BY_COMMAND, "augcse cluster")
     if args.data_dir:
         expect_folder(args.data_dir, "--data-dir")
     if args.peers:

@@ -108,17 +108,27 @@ READERS: dict[str, Callable[[Path, str], list[str]]] = {
 }
 
 
-def read_texts(path: str | Path, column: str = "text", minimum: int = 32) -> list[str]:
-    """The non-empty texts of ``path`` (by suffix: :data:`READERS`); a wrong file is one ``ValueError`` line."""
+def read_rows(path: str | Path, column: str = "text", if_empty: str | None = None) -> tuple[Path, list[str]]:
+    """Every row of ``path``'s texts (by suffix: :data:`READERS`), stripped, "" where a row holds no text; a wrong
+    file is one ``ValueError`` line (an empty one too, saying ``if_empty``, when given; else each reader says it).
+    The one reader of ``augcse adapt`` and ``augcse cluster``."""
     path = expect_file(path, "texts file", f"one of {', '.join(READERS)}")
     reader = READERS.get(path.suffix.lower())
     if reader is None:
-        raise ValueError(f"{path}: unknown kind of file {path.suffix or '(no suffix)'}; give one of "
+        raise ValueError(f"texts file {path}: unknown kind of file {path.suffix or '(no suffix)'}; give one of "
                          f"{', '.join(READERS)}")
+    if if_empty is not None and path.stat().st_size == 0:
+        raise ValueError(f"texts file {path}: is empty; {if_empty}")
     try:
-        texts = [t.strip() for t in reader(path, column) if t and t.strip()]
+        return path, [t.strip() if isinstance(t, str) else "" for t in reader(path, column)]
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}); {why_not_utf8(path)}") from None
+        raise ValueError(f"texts file {path}: not UTF-8 text (byte {exc.start}); {why_not_utf8(path)}") from None
+
+
+def read_texts(path: str | Path, column: str = "text", minimum: int = 32) -> list[str]:
+    """The non-empty texts of ``path`` (:func:`read_rows`); fewer than ``minimum`` is one ``ValueError`` line."""
+    path, rows = read_rows(path, column)
+    texts = [t for t in rows if t]
     if len(texts) < minimum:
         raise ValueError(f"{path}: {len(texts)} non-empty texts; adapt needs at least {minimum}")
     return texts

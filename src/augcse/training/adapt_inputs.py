@@ -93,12 +93,9 @@ def check_method(name: str, methods: Sequence[str]) -> str:
 
 def check_overrides(overrides: Sequence[str]) -> None:
     """An override of a key adapt sets from its flags is refused: it would replace them without a word."""
-    from augcse.training.recipes.config import parse_override
+    from augcse.training.recipes.config import refuse_reserved
 
-    for text in overrides:
-        key = ".".join(parse_override(text)[0])
-        if key in SET_BY_ADAPT:
-            raise ValueError(f"{text}: adapt sets {key} itself; {SET_BY_ADAPT[key]}")
+    refuse_reserved(overrides, SET_BY_ADAPT, "adapt")
 
 
 def check_sample(path: str) -> str:

@@ -12,6 +12,7 @@ import enum
 import os
 import re
 import types
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -289,6 +290,16 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         return key.strip().split("."), yamlfile.load(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
         raise RecipeError(f"override {text!r} is not valid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def refuse_reserved(overrides: Sequence[str], reserved: Mapping[str, str], command: str) -> None:
+    """ValueError (one line) for an override of a key ``command`` sets itself, or of a section holding one: it
+    would replace what the command's flags say without a word. ``reserved``: key -> what to give instead."""
+    for text in overrides:
+        key = ".".join(parse_override(text)[0])
+        for name, instead in reserved.items():
+            if key == name or name.startswith(key + "."):
+                raise ValueError(f"override {text}: {command} sets {name} itself; {instead}")
 
 
 def _step(node: Any, part: str, text: str) -> tuple[Any, str | int]:
