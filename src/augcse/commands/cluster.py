@@ -177,7 +177,8 @@ def _work(args: argparse.Namespace, recipe, overrides: list[str], texts: list[st
     from augcse.core.folder_lock import folder_lock
     from augcse.report.cluster import write_report
     from augcse.training.build import build_model
-    from augcse.training.cluster import Inputs, file_sha256, prepare_start, write_results
+    from augcse.assets.download import sha256_file
+    from augcse.training.cluster import Inputs, prepare_start, write_results
     from augcse.training.recipes.config import load_recipe
 
     if not (start / "centroids.npy").is_file():
@@ -186,7 +187,7 @@ def _work(args: argparse.Namespace, recipe, overrides: list[str], texts: list[st
     code = 0 if finished else _train(args, recipe, texts, np.load(start / "embeddings.npy", allow_pickle=False))
     if code:
         return code
-    inputs = Inputs(str(file.resolve()), file_sha256(file), args.column, len(texts), empty, args.clusters)
+    inputs = Inputs(str(file.resolve()), sha256_file(file), args.column, len(texts), empty, args.clusters)
     with folder_lock(recipe.run_dir, "name="):  # a second command on this run waits its turn, refused in one line
         record = write_results(recipe.run_dir, texts, inputs, recipe, start, peers=args.peers)
         md, _ = write_report(record, texts, recipe.run_dir)

@@ -11,7 +11,6 @@ the same texts.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -142,11 +141,9 @@ def check_sizes(where: str, texts: int, held_out: int, clusters: int, batch: int
 
 def file_record(path: str | Path) -> dict[str, str]:
     """A file as the user named it, where it is, and its sha256 (read in blocks)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(2**20), b""):
-            digest.update(block)
-    return {"given": str(path), "absolute": str(Path(path).resolve()), "sha256": digest.hexdigest()}
+    from augcse.assets.download import sha256_file
+
+    return {"given": str(path), "absolute": str(Path(path).resolve()), "sha256": sha256_file(Path(path))}
 
 
 @dataclass(frozen=True)

@@ -275,14 +275,6 @@ class Inputs:
     clusters: int
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def outcome(trace: dict[str, Any], max_steps: int, final_step: int) -> tuple[str, bool]:
     """Why training ended and whether the starting model is kept, from the last check."""
     last = trace["checks"][-1] if trace["checks"] else None
