@@ -83,3 +83,14 @@ def test_peers_without_their_packages_is_one_line(tmp_path, monkeypatch, capsys)
     assert main(["cluster", "t.txt", "--clusters", "3", "--peers"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--peers needs the hdbscan package(s): pip install 'augcse[cluster]'" in err[0]
+
+
+def test_umap_runs_once_a_seed_for_the_pipelines_on_it(monkeypatch):
+    """UMAP + K-means and BERTopic's clustering share each seed's reduction: one UMAP fit a seed, not one each."""
+    from augcse.evaluation import topic_pipelines
+
+    fits = []
+    monkeypatch.setattr(topic_pipelines, "reduce", lambda embeddings, seed: fits.append(seed) or embeddings[:, :2])
+    embeddings = np.random.default_rng(0).normal(size=(40, 4)).astype(np.float32)
+    runs = run_pipelines(embeddings, 2, ["umap+kmeans", "bertopic"], seeds=(0, 1))
+    assert fits == [0, 1] and [len(r) for r in runs.values()] == [2, 2]

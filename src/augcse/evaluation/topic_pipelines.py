@@ -36,7 +36,7 @@ def _needs(package: str):
         raise ValueError(f"the {package} package is needed for this pipeline: pip install 'augcse[cluster]'") from None
 
 
-def kmeans(embeddings: np.ndarray, clusters: int, seed: int) -> np.ndarray:
+def kmeans(embeddings: np.ndarray, clusters: int, seed: int, reduced: np.ndarray | None = None) -> np.ndarray:
     """The clustering task's K-means (:func:`augcse.evaluation.clustering.kmeans_labels`: 10 restarts)."""
     return kmeans_labels(embeddings, clusters, seed)
 
@@ -47,31 +47,40 @@ def reduce(embeddings: np.ndarray, seed: int) -> np.ndarray:
     return umap.UMAP(**UMAP_SETTINGS, random_state=seed).fit_transform(embeddings)
 
 
-def umap_kmeans(embeddings: np.ndarray, clusters: int, seed: int) -> np.ndarray:
-    return kmeans(reduce(embeddings, seed), clusters, seed)
+def umap_kmeans(embeddings: np.ndarray, clusters: int, seed: int, reduced: np.ndarray | None = None) -> np.ndarray:
+    """K-means on the UMAP reduction (``reduced``: that seed's :func:`reduce`, when already computed)."""
+    return kmeans(reduce(embeddings, seed) if reduced is None else reduced, clusters, seed)
 
 
-def bertopic_default(embeddings: np.ndarray, clusters: int, seed: int) -> np.ndarray:
+def bertopic_default(embeddings: np.ndarray, clusters: int, seed: int,
+                     reduced: np.ndarray | None = None) -> np.ndarray:
     """BERTopic's clustering (K is not used: HDBSCAN finds its own number); noise becomes one cluster of its own."""
     hdbscan = _needs("hdbscan")
-    labels = hdbscan.HDBSCAN(**HDBSCAN_SETTINGS).fit_predict(reduce(embeddings, seed))
+    labels = hdbscan.HDBSCAN(**HDBSCAN_SETTINGS).fit_predict(reduce(embeddings, seed) if reduced is None else reduced)
     return np.where(labels < 0, labels.max() + 1, labels)
 
 
-PIPELINES: dict[str, Callable[[np.ndarray, int, int], np.ndarray]] = {
+PIPELINES: dict[str, Callable[..., np.ndarray]] = {
     "kmeans": kmeans,
     "umap+kmeans": umap_kmeans,
     "bertopic": bertopic_default,
 }
+ON_UMAP = ("umap+kmeans", "bertopic")  # the pipelines that share one UMAP reduction a seed
 
 
 def run_pipelines(embeddings: np.ndarray, clusters: int, names: Sequence[str] = tuple(PIPELINES),
                   seeds: Sequence[int] = SEEDS) -> dict[str, list[np.ndarray]]:
-    """Each named pipeline's labelling of ``embeddings`` for each seed."""
+    """Each named pipeline's labelling of ``embeddings`` for each seed; UMAP, the costly step, runs once a seed for
+    all the pipelines that cluster its reduction."""
     unknown = [n for n in names if n not in PIPELINES]
     if unknown:
         raise ValueError(f"unknown pipeline {unknown[0]!r}; choose from {', '.join(PIPELINES)}")
-    return {name: [PIPELINES[name](embeddings, clusters, seed) for seed in seeds] for name in names}
+    out: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for seed in seeds:
+        reduced = reduce(embeddings, seed) if any(name in ON_UMAP for name in names) else None
+        for name in names:
+            out[name].append(PIPELINES[name](embeddings, clusters, seed, reduced))
+    return out
 
 
 def hungarian_accuracy(labels: Sequence, predicted: Sequence[int]) -> float:
