@@ -9,16 +9,14 @@ nothing written, and the PID is written only into a regular file this process ho
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from augcse.core.outputs import LinkRefused, refuse_links
+from augcse.core.outputs import open_own_file, refuse_links
 
 LOCK_NAME = ".lock"
 
@@ -37,20 +35,10 @@ class LockHeld(Exception):
 
 def take_lock(path: Path) -> TextIO:
     """Take the ``flock`` of ``path`` without waiting and write this process's PID in it; the open handle holds
-    the lock (close it to release). :class:`LockHeld` when another process holds it; :class:`LinkRefused` when
-    ``path`` is a symbolic link or not a regular file (opened with ``O_NOFOLLOW``, never truncated before the
-    lock is held)."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        raise LinkRefused(f"{path}: the lock file is a symbolic link; augcse writes only files it made, never "
-                          "through a link: remove the link") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise LinkRefused(f"{path}: the lock file is not a regular file; remove it")
+    the lock (close it to release). :class:`LockHeld` when another process holds it; ``LinkRefused`` when ``path``
+    is a symbolic link or not a regular file (:func:`augcse.core.outputs.open_own_file`; never truncated before
+    the lock is held)."""
+    fd = open_own_file(path, os.O_RDWR | os.O_CREAT, "cannot lock")
     handle = os.fdopen(fd, "r+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

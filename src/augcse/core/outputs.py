@@ -203,18 +203,26 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
             temporary.unlink(missing_ok=True)
 
 
-def append_line(path: Path, line: str) -> None:
-    """Append ``line`` (and a newline) to ``path``, created if missing, never through a link
-    (``O_NOFOLLOW``: a link there is :class:`LinkRefused`) and never to a pipe or device."""
-    path = Path(path)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+def open_own_file(path: Path, flags: int, what: str) -> int:
+    """A descriptor of ``path`` opened with ``flags`` (plus ``O_NOFOLLOW``, non-blocking, close-on-exec), only when
+    it is a regular file: a link, a pipe or a device there is :class:`LinkRefused` saying ``what`` could not be
+    done, and nothing is written. The one opening of a file augcse writes in place (the lock, an appended log)."""
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise _link_refusal(path, "cannot append to", "a symbolic link") from None
+            raise _link_refusal(path, what, "a symbolic link") from None
         raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _link_refusal(path, what, next((words for test, words in KINDS.items() if test(mode)), "not a file"))
+    return fd
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append ``line`` (and a newline) to ``path``, created if missing, never through a link and never to a pipe
+    or device (:func:`open_own_file`)."""
+    fd = open_own_file(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, "cannot append to")
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _link_refusal(path, "cannot append to", _not_ours(path) or "not a file")
         handle.write(line + "\n")
