@@ -195,12 +195,19 @@ def cluster_study(arg: str | None = None) -> list[str]:
     return study_tables.docs_block(arg)
 
 
+def cluster_headline(arg: str | None = None) -> list[str]:
+    """The README's one line of that study (:func:`augcse.studies.cluster_study.headline`)."""
+    from augcse.studies import cluster_study as study_tables
+
+    return study_tables.headline(arg)
+
+
 BLOCKS: dict[str, Callable[[str | None], list[str]]] = {
     "adapt-grid": adapt_grid, "adapt-set": adapt_set, "methods-minilm": methods_minilm, "grad-cache": grad_cache,
     "fault-matrix": fault_matrix, "reproduce-plan": _reproduce("plan_table"),
     "reproduce-settings": _reproduce("row_settings_excerpt"), "reproduce-checkpoints": _reproduce("checkpoints"),
     "reproduce-memory": _reproduce("memory_excerpt"), "adapt-choice": adapt_choice,
-    "cluster-study": cluster_study,
+    "cluster-study": cluster_study, "cluster-headline": cluster_headline,
 }
 
 
