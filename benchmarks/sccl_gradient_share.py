@@ -64,6 +64,7 @@ def main() -> None:
 
     from augcse import load_model
     from augcse.losses.sccl import SCCLLoss
+    from augcse.studies.cluster_study import cpu_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, required=True)
@@ -75,9 +76,9 @@ def main() -> None:
     texts, clusters = read_set(args.data_dir / "clustering" / f"{args.set}.csv", args.n)
     order = np.random.default_rng(0).permutation(len(texts))
     batches = [[texts[i] for i in order[b * 64:(b + 1) * 64]] for b in range(args.batches)]
-    record = {"command": "python benchmarks/sccl_gradient_share.py " + " ".join(
+    record = {"command": "python benchmarks/sccl_gradient_share.py --data-dir $AUGCSE_DATA " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "data_dir"), "set": args.set,
-        "texts": len(texts), "clusters": clusters, "batch": 64, "variants": {}}
+        "texts": len(texts), "clusters": clusters, "batch": 64, "cpu": cpu_model(), "variants": {}}
     for name, (weight, eta, normalised) in VARIANTS.items():
         torch.manual_seed(0)
         published = load_model("sentence-transformers/all-MiniLM-L6-v2")
