@@ -3,11 +3,9 @@
 The first N texts of ``clustering/<set>.csv`` (its ``text`` column only) are written to a CSV and given to the
 command as a user would, in this process; the record says the wall time, the steps trained, why training
 stopped, the CPU (``lscpu``'s model name) and torch's thread count. One run on one machine: a measurement of that
-run, not a rate to project to other sizes. With ``--score``, only after the command has finished (and outside the
-timing), the same rows' labels score K-means (3 seeds) on the starting and on the kept embeddings and the command's
-own clusters, in points after Hungarian matching.
+run, not a rate to project to other sizes.
 
-    python benchmarks/cluster_cost.py --data-dir $AUGCSE_DATA --out /tmp/cluster-cost --n 10000 --clusters 20 --score
+    python benchmarks/cluster_cost.py --data-dir $AUGCSE_DATA --out /tmp/cc10k --n 10000 --clusters 20
 """
 
 from __future__ import annotations
@@ -15,45 +13,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import subprocess
 import time
 from pathlib import Path
 
 SETS = ("stackoverflow", "searchsnippets", "biomedical", "tweet")  # sets this benchmark may read
-
-
-def cpu_model() -> str:
-    """``lscpu``'s model name, or what is known without it."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        import platform
-
-        return platform.processor() or "unknown"
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")),
-                "unknown")
-
-
-def score(run: Path, source: Path, n: int, clusters: int) -> dict[str, object]:
-    """K-means accuracy (seeds 0-2) on the start's and on the kept model's embeddings, and the command's own."""
-    import numpy as np
-    from sentence_transformers import SentenceTransformer
-
-    from augcse.evaluation.topic_pipelines import hungarian_accuracy, kmeans
-
-    with open(source, encoding="utf-8", newline="") as f:
-        rows = [row for _, row in zip(range(n), csv.DictReader(f))]
-    labels = [row["label"] for row in rows if row["text"].strip()]
-    start_folder = Path(json.loads((run / "cluster.json").read_text())["start"]["folder"])
-    start = np.load(start_folder / "embeddings.npy")
-    kept = SentenceTransformer(str(run / "final")).encode([r["text"] for r in rows if r["text"].strip()],
-                                                          batch_size=128)
-    with open(run / "clusters.csv", encoding="utf-8", newline="") as f:
-        own = [int(row["cluster"]) for row in csv.DictReader(f)]
-    accuracy = lambda predicted: round(100 * hungarian_accuracy(labels, predicted), 2)  # noqa: E731
-    return {"kmeans_start": [accuracy(kmeans(start, clusters, seed)) for seed in range(3)],
-            "kmeans_kept": [accuracy(kmeans(kept, clusters, seed)) for seed in range(3)],
-            "own_clusters": accuracy(own)}
 
 
 def write_texts(source: Path, n: int, target: Path) -> int:
@@ -71,6 +34,7 @@ def main() -> None:
     import torch
 
     from augcse.commands.main import main as augcse
+    from augcse.studies.cluster_study import cpu_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, required=True)
@@ -78,12 +42,10 @@ def main() -> None:
     ap.add_argument("--set", choices=SETS, default="stackoverflow")
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--clusters", type=int, default=20)
-    ap.add_argument("--score", action="store_true", help="afterwards, score the clusterings with the set's labels")
     ap.add_argument("overrides", nargs="*", help="recipe overrides passed on to augcse cluster")
     args = ap.parse_args()
     texts = args.out / f"{args.set}-{args.n}.csv"
-    source = args.data_dir / "clustering" / f"{args.set}.csv"
-    count = write_texts(source, args.n, texts)
+    count = write_texts(args.data_dir / "clustering" / f"{args.set}.csv", args.n, texts)
     argv = ["cluster", str(texts), "--clusters", str(args.clusters), f"output_dir={args.out / 'runs'}",
             "name=cost", "--overwrite", "--data-dir", str(args.data_dir), *args.overrides]
     start = time.perf_counter()
@@ -96,8 +58,6 @@ def main() -> None:
                "wall_s": round(wall, 1), "steps": record["steps"], "stopping_reason": record["stopping_reason"],
                "kept": record["kept"], "checks": len(record["trace"]), "cpu": cpu_model(),
                "torch_threads": torch.get_num_threads()}
-    if args.score:
-        summary["scores"] = score(args.out / "runs" / "cost", source, args.n, args.clusters)
     (args.out / "cluster-cost.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
 
